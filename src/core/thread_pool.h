@@ -1,0 +1,39 @@
+#pragma once
+// A fixed pool of worker threads that runs a loop body over index ranges.
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace fs {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return int(workers_.size()) + 1; }
+  // Splits [0, n) into size() contiguous ranges and runs body(begin, end) on each; the caller runs one.
+  void parallel_for(size_t n, const std::function<void(size_t, size_t)>& body);
+
+  // The process-wide pool, sized by FOLDSERVE_THREADS or the hardware.
+  static ThreadPool& global();
+
+ private:
+  void worker_loop(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  const std::function<void(size_t, size_t)>* body_ = nullptr;
+  size_t n_ = 0;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  std::mutex run_mu_;
+};
+
+}  // namespace fs

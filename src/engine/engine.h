@@ -1,0 +1,101 @@
+#pragma once
+// The serving engine: streams admitted into a bounded queue, run together in scheduler rounds (one forward pass
+// per round carrying every decoding row plus prefill chunks), over a paged KV pool.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace fs {
+
+class Model;
+class KvPool;
+class Scheduler;
+
+enum class FinishReason { Stop, Length, Cancelled, Error };
+const char* finish_reason_name(FinishReason r);
+
+struct GenerationResult {
+  FinishReason reason = FinishReason::Stop;
+  int prompt_tokens = 0;
+  int cached_tokens = 0;
+  int completion_tokens = 0;
+  std::string error;
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  int max_tokens = 256;
+  SamplingParams sampling;
+  bool allow_draft = true;
+  // Runs on the engine thread for every generated token except a final eos; false ends the stream (reason Stop).
+  std::function<bool(const SampledToken&)> on_token;
+  // Runs once, on the engine thread, when the stream ends for any reason.
+  std::function<void(const GenerationResult&)> on_done;
+};
+
+struct EngineOptions {
+  int parallel = 4;            // streams decoding at once
+  int context = 4096;          // positions per stream (prompt + reply)
+  int prefill_chunk = 256;     // most prompt tokens of one stream per round
+  int round_tokens = 512;      // most rows (decode + prefill) per round
+  int queue_limit = 64;        // waiting streams beyond `parallel`; more → rejected
+  int kv_page_tokens = 16;     // positions per KV page
+};
+
+struct EngineStats {
+  int active_streams = 0;
+  int queued = 0;
+  int kv_pages_total = 0;
+  int kv_pages_used = 0;
+  uint64_t rounds = 0;
+  uint64_t rows = 0;  // rows summed over all rounds
+};
+
+// A handle on a submitted stream; cancel() frees it at the next round.
+class StreamHandle {
+ public:
+  void cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+
+ private:
+  std::atomic<bool> cancelled_{false};
+};
+
+class Engine {
+ public:
+  Engine(Model& model, EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a stream. Returns nullptr when the queue is full (the caller answers 429). A prompt that cannot fit the
+  // context (prompt.size() >= context) is refused with fs::Error before queueing.
+  std::shared_ptr<StreamHandle> submit(GenerationRequest request);
+  EngineStats stats() const;
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  struct Pending;
+  void run();
+
+  Model& model_;
+  EngineOptions options_;
+  std::unique_ptr<KvPool> pool_;
+  std::unique_ptr<Scheduler> scheduler_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<std::unique_ptr<Pending>> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace fs

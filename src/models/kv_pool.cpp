@@ -1,0 +1,50 @@
+#include "models/kv_pool.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace fs {
+
+KvPool::KvPool(int layers, int kv_heads, int head_dim, int page_tokens, int pages)
+    : layers_(layers), row_floats_(kv_heads * head_dim), page_tokens_(page_tokens) {
+  page_floats_per_side_ = size_t(page_tokens) * size_t(row_floats_);
+  page_floats_ = page_floats_per_side_ * 2 * size_t(layers);
+  storage_.assign(page_floats_ * size_t(pages), 0.0f);
+  refs_.assign(size_t(pages), 0);
+  free_.reserve(size_t(pages));
+  for (int p = pages - 1; p >= 0; --p) free_.push_back(p);
+}
+
+size_t KvPool::bytes_per_page(int layers, int kv_heads, int head_dim, int page_tokens) {
+  return size_t(layers) * 2 * size_t(page_tokens) * size_t(kv_heads) * size_t(head_dim) * sizeof(float);
+}
+
+std::optional<int32_t> KvPool::allocate() {
+  if (free_.empty()) return std::nullopt;
+  int32_t p = free_.back();
+  free_.pop_back();
+  refs_[size_t(p)] = 1;
+  return p;
+}
+
+void KvPool::retain(int32_t page) {
+  if (refs_.at(size_t(page)) <= 0) throw Error("KV page retained while free");
+  ++refs_[size_t(page)];
+}
+
+void KvPool::release(int32_t page) {
+  int& r = refs_.at(size_t(page));
+  if (r <= 0) throw Error("KV page released twice");
+  if (--r == 0) free_.push_back(page);
+}
+
+void KvPool::copy_positions(int32_t from, int32_t to, int positions) {
+  size_t n = size_t(positions) * size_t(row_floats_);
+  for (int l = 0; l < layers_; ++l) {
+    std::memcpy(keys(to, l), keys(from, l), n * sizeof(float));
+    std::memcpy(values(to, l), values(from, l), n * sizeof(float));
+  }
+}
+
+}  // namespace fs

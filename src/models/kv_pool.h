@@ -1,0 +1,46 @@
+#pragma once
+// The KV cache as a pool of fixed-size pages shared by reference count. A page holds `page_tokens` positions of
+// keys and values for every layer: [layer][k|v][position][kv_heads * head_dim] floats.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace fs {
+
+class KvPool {
+ public:
+  KvPool(int layers, int kv_heads, int head_dim, int page_tokens, int pages);
+
+  int page_tokens() const { return page_tokens_; }
+  int pages_total() const { return int(refs_.size()); }
+  int pages_free() const { return int(free_.size()); }
+  int pages_used() const { return pages_total() - pages_free(); }
+  static size_t bytes_per_page(int layers, int kv_heads, int head_dim, int page_tokens);
+
+  // A free page with reference count 1, or nullopt when none is left.
+  std::optional<int32_t> allocate();
+  void retain(int32_t page);
+  // Drops one reference; the page returns to the free list at zero.
+  void release(int32_t page);
+  int refcount(int32_t page) const { return refs_.at(size_t(page)); }
+
+  float* keys(int32_t page, int layer) { return base(page, layer); }
+  float* values(int32_t page, int layer) { return base(page, layer) + page_floats_per_side_; }
+  // Copies the first `positions` positions of every layer from one page to another.
+  void copy_positions(int32_t from, int32_t to, int positions);
+  int row_floats() const { return row_floats_; }
+
+ private:
+  float* base(int32_t page, int layer) {
+    return storage_.data() + size_t(page) * page_floats_ + size_t(layer) * 2 * page_floats_per_side_;
+  }
+
+  int layers_, row_floats_, page_tokens_;
+  size_t page_floats_per_side_, page_floats_;
+  std::vector<float> storage_;
+  std::vector<int> refs_;
+  std::vector<int32_t> free_;
+};
+
+}  // namespace fs

@@ -1,0 +1,21 @@
+#pragma once
+// The Llama family forward (Llama 3.x, Qwen2/2.5, Qwen3, Mistral): RMSNorm, GQA attention with RoPE (optional q/k
+// biases and q/k norms), SwiGLU MLP, tied or untied head.
+#include <memory>
+
+#include "models/model.h"
+
+namespace fs {
+
+class Checkpoint;
+
+struct LlamaFamilyOptions {
+  bool qkv_bias = false;
+  bool qk_norm = false;
+  std::string prefix = "model.";  // where the decoder's tensors live in the checkpoint
+};
+
+std::unique_ptr<Model> create_llama_family(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint,
+                                           const LlamaFamilyOptions& options);
+
+}  // namespace fs

@@ -1,0 +1,42 @@
+#pragma once
+// A causal language model's forward pass over a batch of sequence chunks that read and write a paged KV pool.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "io/hf_config.h"
+
+namespace fs {
+
+class KvPool;
+class Checkpoint;
+
+// New tokens of one stream in this forward pass: positions start_pos .. start_pos+tokens.size()-1.
+struct SequenceChunk {
+  std::span<const int32_t> tokens;
+  int start_pos = 0;
+  std::span<const int32_t> pages;  // the stream's page table, covering every position up to the chunk's end
+  bool all_logits = false;         // logits for every token of the chunk, else only the last
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+  // One forward pass over every chunk; K/V of the new tokens go into their pages. Returns logits, one row of
+  // vocab_size floats per requested position, chunk by chunk.
+  virtual std::vector<float> forward(std::span<const SequenceChunk> chunks, KvPool& pool) = 0;
+  // Hidden states of one chunk run alone, for tests: [layers + 1, tokens, hidden] (embeddings, after each layer
+  // with the final norm applied to the last).
+  virtual std::vector<float> hidden_states(const SequenceChunk& chunk, KvPool& pool) = 0;
+  virtual size_t weight_bytes() const = 0;
+  // Floats per position per layer for K plus V (what one KV position costs, times layers).
+  int kv_floats_per_token_per_layer() const { return 2 * config().num_kv_heads * config().head_dim; }
+};
+
+// Builds the model named by config.architecture from the checkpoint; unknown architectures are refused by name.
+std::unique_ptr<Model> create_model(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint);
+
+}  // namespace fs

@@ -1,0 +1,14 @@
+#pragma once
+// Rotary embedding frequencies (default and llama3 scaling) and per-position cos/sin rows.
+#include <vector>
+
+#include "io/hf_config.h"
+
+namespace fs {
+
+// inv_freq[head_dim/2] as transformers computes it in float32.
+std::vector<float> rope_inv_freq(const RopeConfig& rope, int head_dim);
+// cos/sin rows [positions.size(), inv_freq.size()] for the given positions.
+void rope_angles(const std::vector<float>& inv_freq, const int* positions, int n, float* cos, float* sin);
+
+}  // namespace fs

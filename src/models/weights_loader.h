@@ -1,0 +1,17 @@
+#pragma once
+// Typed, shape-checked access to checkpoint tensors for model builders.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/weight.h"
+#include "io/safetensors.h"
+
+namespace fs {
+
+// A matrix [rows, cols]; bf16/f32 stay in the mapping, f16 is widened to f32. Throws naming the tensor.
+WeightMatrix load_matrix(const Checkpoint& ck, const std::string& name, int rows, int cols);
+// A vector of n floats.
+std::vector<float> load_vector(const Checkpoint& ck, const std::string& name, int n);
+
+}  // namespace fs

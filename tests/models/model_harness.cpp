@@ -1,0 +1,47 @@
+#include "model_harness.h"
+
+#include <algorithm>
+
+namespace fs::test {
+
+ModelHarness::ModelHarness(const std::filesystem::path& dir, int max_positions) {
+  config = load_model_config(dir);
+  model = create_model(config, Checkpoint::open(dir));
+  const int P = 16, n = (max_positions + P - 1) / P;
+  pool = std::make_unique<KvPool>(config.num_layers, config.num_kv_heads, config.head_dim, P, n);
+  for (int i = 0; i < n; ++i) pages.push_back(*pool->allocate());
+}
+
+std::vector<float> ModelHarness::prefill(const std::vector<int32_t>& ids, int chunk) {
+  if (chunk <= 0) chunk = int(ids.size());
+  std::vector<float> logits;
+  for (size_t start = 0; start < ids.size(); start += size_t(chunk)) {
+    size_t n = std::min(ids.size() - start, size_t(chunk));
+    SequenceChunk c{std::span<const int32_t>(ids.data() + start, n), int(start), pages, false};
+    logits = model->forward(std::span<const SequenceChunk>(&c, 1), *pool);
+  }
+  return logits;
+}
+
+std::vector<float> ModelHarness::step(int32_t id, int pos) {
+  SequenceChunk c{std::span<const int32_t>(&id, 1), pos, pages, false};
+  return model->forward(std::span<const SequenceChunk>(&c, 1), *pool);
+}
+
+std::vector<int32_t> ModelHarness::greedy(const std::vector<int32_t>& ids, int steps) {
+  std::vector<int32_t> out;
+  auto logits = prefill(ids);
+  int pos = int(ids.size());
+  for (int s = 0; s < steps; ++s) {
+    int32_t next = argmax(logits);
+    out.push_back(next);
+    if (s + 1 < steps) logits = step(next, pos++);
+  }
+  return out;
+}
+
+int32_t argmax(const std::vector<float>& v) {
+  return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+}  // namespace fs::test

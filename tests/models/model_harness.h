@@ -1,0 +1,30 @@
+#pragma once
+// Loads a fixture model and runs prompts through it with a private KV pool, for reference tests.
+#include <memory>
+#include <vector>
+
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+#include "models/kv_pool.h"
+#include "models/model.h"
+
+namespace fs::test {
+
+struct ModelHarness {
+  ModelConfig config;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<KvPool> pool;
+  std::vector<int32_t> pages;
+
+  explicit ModelHarness(const std::filesystem::path& dir, int max_positions = 512);
+  // Prefill `ids` from position 0 (one chunk or chunks of `chunk`), returning the last position's logits.
+  std::vector<float> prefill(const std::vector<int32_t>& ids, int chunk = 0);
+  // One decode step at position `pos`.
+  std::vector<float> step(int32_t id, int pos);
+  // Greedy continuation of `steps` ids after `ids`.
+  std::vector<int32_t> greedy(const std::vector<int32_t>& ids, int steps);
+};
+
+int32_t argmax(const std::vector<float>& v);
+
+}  // namespace fs::test
