@@ -18,7 +18,7 @@ namespace fs {
 
 class Model;
 class KvPool;
-class Scheduler;
+struct Stream;
 
 enum class FinishReason { Stop, Length, Cancelled, Error };
 const char* finish_reason_name(FinishReason r);
@@ -35,6 +35,7 @@ struct GenerationRequest {
   std::vector<int32_t> prompt;
   int max_tokens = 256;
   SamplingParams sampling;
+  std::vector<int32_t> eos_ids;  // a sampled eos ends the stream (reason Stop) and is not passed to on_token
   bool allow_draft = true;
   // Runs on the engine thread for every generated token except a final eos; false ends the stream (reason Stop).
   std::function<bool(const SampledToken&)> on_token;
@@ -84,16 +85,20 @@ class Engine {
   const EngineOptions& options() const { return options_; }
 
  private:
-  struct Pending;
   void run();
+  void round(std::vector<std::unique_ptr<Stream>>& active);
+  void admit(std::vector<std::unique_ptr<Stream>>& active);
+  void finish(Stream& s, FinishReason reason, const std::string& error = "");
+  bool grow_pages(Stream& s, int positions);
 
   Model& model_;
   EngineOptions options_;
   std::unique_ptr<KvPool> pool_;
-  std::unique_ptr<Scheduler> scheduler_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  std::deque<std::unique_ptr<Pending>> queue_;
+  std::deque<std::unique_ptr<Stream>> queue_;
+  EngineStats stats_;
+  uint64_t next_id_ = 1;
   bool stop_ = false;
   std::thread thread_;
 };

@@ -97,7 +97,7 @@ class LlamaFamily final : public Model {
         if (id < 0 || id >= config_.vocab_size)
           throw Error("token id " + std::to_string(id) + " is outside the vocabulary (" +
                       std::to_string(config_.vocab_size) + ")");
-        if (ch.all_logits || i + 1 == ch.tokens.size()) r.logit_rows.push_back(int(r.tokens.size()));
+        if (ch.all_logits || (ch.last_logits && i + 1 == ch.tokens.size())) r.logit_rows.push_back(int(r.tokens.size()));
         r.tokens.push_back(id);
         r.positions.push_back(ch.start_pos + int(i));
         r.chunk_of.push_back(int(c));

@@ -18,7 +18,8 @@ struct SequenceChunk {
   std::span<const int32_t> tokens;
   int start_pos = 0;
   std::span<const int32_t> pages;  // the stream's page table, covering every position up to the chunk's end
-  bool all_logits = false;         // logits for every token of the chunk, else only the last
+  bool all_logits = false;         // logits for every token of the chunk
+  bool last_logits = true;         // logits for the chunk's last token (ignored when all_logits)
 };
 
 class Model {

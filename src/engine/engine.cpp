@@ -1,0 +1,209 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <random>
+
+#include "core/error.h"
+#include "engine/scheduler.h"
+#include "engine/stream.h"
+#include "models/kv_pool.h"
+#include "models/model.h"
+
+namespace fs {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Error: return "error";
+  }
+  return "error";
+}
+
+static uint64_t fresh_seed() {
+  static std::mutex mu;
+  static std::random_device rd;
+  std::lock_guard lock(mu);
+  return (uint64_t(rd()) << 32) ^ rd();
+}
+
+Engine::Engine(Model& model, EngineOptions options) : model_(model), options_(options) {
+  if (options_.parallel < 1) throw Error("--parallel must be at least 1");
+  if (options_.context < 2) throw Error("--context must be at least 2");
+  if (options_.prefill_chunk < 1 || options_.round_tokens < 1) throw Error("chunk sizes must be positive");
+  const auto& c = model_.config();
+  const int P = options_.kv_page_tokens;
+  const int pages = options_.parallel * ((options_.context + P - 1) / P);
+  pool_ = std::make_unique<KvPool>(c.num_layers, c.num_kv_heads, c.head_dim, P, pages);
+  stats_.kv_pages_total = pages;
+  thread_ = std::thread([this] { run(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+std::shared_ptr<StreamHandle> Engine::submit(GenerationRequest request) {
+  const int n = int(request.prompt.size());
+  if (n == 0) throw Error("the prompt is empty");
+  if (n >= options_.context)
+    throw Error("the prompt has " + std::to_string(n) + " tokens; the context holds " +
+                std::to_string(options_.context) + " positions (prompt and reply)");
+  for (int32_t id : request.prompt)
+    if (id < 0 || id >= model_.config().vocab_size)
+      throw Error("token id " + std::to_string(id) + " is outside the vocabulary of " +
+                  std::to_string(model_.config().vocab_size));
+  if (request.max_tokens < 1) throw Error("max_tokens must be at least 1");
+  auto s = std::make_unique<Stream>();
+  s->tokens = request.prompt;
+  s->prompt_len = n;
+  s->seed = request.sampling.seed ? *request.sampling.seed : fresh_seed();
+  for (int32_t id : request.prompt) ++s->counts.prompt[id];
+  s->request = std::move(request);
+  s->handle = std::make_shared<StreamHandle>();
+  auto handle = s->handle;
+  {
+    std::lock_guard lock(mu_);
+    if (int(queue_.size()) >= options_.queue_limit) return nullptr;
+    s->id = next_id_++;
+    queue_.push_back(std::move(s));
+    stats_.queued = int(queue_.size());
+  }
+  wake_.notify_one();
+  return handle;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void Engine::run() {
+  std::vector<std::unique_ptr<Stream>> active;
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, [&] { return stop_ || !queue_.empty() || !active.empty(); });
+      if (stop_) break;
+    }
+    admit(active);
+    round(active);
+  }
+  for (auto& s : active) finish(*s, FinishReason::Cancelled);
+  std::deque<std::unique_ptr<Stream>> waiting;
+  {
+    std::lock_guard lock(mu_);
+    waiting.swap(queue_);
+  }
+  for (auto& s : waiting) finish(*s, FinishReason::Cancelled);
+}
+
+void Engine::admit(std::vector<std::unique_ptr<Stream>>& active) {
+  std::lock_guard lock(mu_);
+  while (!queue_.empty() && int(active.size()) < options_.parallel) {
+    active.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  stats_.queued = int(queue_.size());
+  stats_.active_streams = int(active.size());
+}
+
+bool Engine::grow_pages(Stream& s, int positions) {
+  const int P = pool_->page_tokens();
+  while (int(s.pages.size()) * P < positions) {
+    auto page = pool_->allocate();
+    if (!page) return false;
+    s.pages.push_back(*page);
+  }
+  return true;
+}
+
+void Engine::finish(Stream& s, FinishReason reason, const std::string& error) {
+  if (s.finished) return;
+  s.finished = true;
+  for (int32_t p : s.pages) pool_->release(p);
+  s.pages.clear();
+  {
+    std::lock_guard lock(mu_);
+    stats_.kv_pages_used = pool_->pages_used();
+  }
+  GenerationResult r;
+  r.reason = reason;
+  r.prompt_tokens = s.prompt_len;
+  r.cached_tokens = s.cached;
+  r.completion_tokens = s.generated;
+  r.error = error;
+  if (s.request.on_done) s.request.on_done(r);
+  s.request.on_done = nullptr;
+}
+
+void Engine::round(std::vector<std::unique_ptr<Stream>>& active) {
+  std::vector<Stream*> order;
+  for (auto& s : active) {
+    if (s->handle->cancelled()) finish(*s, FinishReason::Cancelled);
+    else order.push_back(s.get());
+  }
+  auto items = plan_round(order, options_.prefill_chunk, options_.round_tokens);
+  std::vector<SequenceChunk> chunks;
+  int rows = 0;
+  for (const auto& it : items) {
+    if (!grow_pages(*it.stream, it.begin + it.count)) throw Error("KV pool exhausted");
+    chunks.push_back(SequenceChunk{std::span<const int32_t>(it.stream->tokens.data() + it.begin, size_t(it.count)),
+                                   it.begin, it.stream->pages, false, it.samples});
+    rows += it.count;
+  }
+  std::vector<float> logits;
+  std::string failure;
+  if (!chunks.empty()) {
+    try {
+      logits = model_.forward(chunks, *pool_);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  const size_t V = size_t(model_.config().vocab_size);
+  size_t row = 0;
+  for (const auto& it : items) {
+    Stream& s = *it.stream;
+    if (!failure.empty()) {
+      finish(s, FinishReason::Error, failure);
+      continue;
+    }
+    s.computed += it.count;
+    if (!it.samples) continue;
+    std::span<float> l(logits.data() + row++ * V, V);
+    SampledToken tok = sample_token(l, s.request.sampling, s.counts, s.seed, s.tokens.size());
+    ++s.generated;
+    const auto& eos = s.request.eos_ids;
+    if (std::find(eos.begin(), eos.end(), tok.id) != eos.end()) {
+      finish(s, FinishReason::Stop);
+      continue;
+    }
+    s.tokens.push_back(tok.id);
+    ++s.counts.reply[tok.id];
+    bool keep = !s.request.on_token || s.request.on_token(tok);
+    FinishReason reason = FinishReason::Stop;
+    bool end = !keep;
+    if (!end && (s.generated >= s.request.max_tokens || int(s.tokens.size()) >= options_.context)) {
+      end = true;
+      reason = FinishReason::Length;
+    }
+    if (end) finish(s, reason);
+  }
+  std::erase_if(active, [](const std::unique_ptr<Stream>& s) { return s->finished; });
+  std::lock_guard lock(mu_);
+  stats_.active_streams = int(active.size());
+  stats_.kv_pages_used = pool_->pages_used();
+  if (!chunks.empty()) {
+    ++stats_.rounds;
+    stats_.rows += uint64_t(rows);
+  }
+}
+
+}  // namespace fs

@@ -1,0 +1,25 @@
+#pragma once
+// Picks the next token from one row of logits: penalties, temperature, top-k, top-p, min-p, and a random draw
+// keyed by (seed, position) so a seeded reply never depends on other streams.
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+
+#include "engine/sampling_params.h"
+
+namespace fs {
+
+// How often each token occurs in the prompt and in the reply so far, for penalties.
+struct TokenCounts {
+  std::unordered_map<int32_t, int> prompt;
+  std::unordered_map<int32_t, int> reply;
+};
+
+// A uniform double in [0, 1) from (seed, position).
+double keyed_uniform(uint64_t seed, uint64_t position);
+
+// `logits` is modified (penalties, temperature). `position` is the index of the token being chosen.
+SampledToken sample_token(std::span<float> logits, const SamplingParams& params, const TokenCounts& counts,
+                          uint64_t seed, uint64_t position);
+
+}  // namespace fs

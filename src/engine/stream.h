@@ -1,0 +1,30 @@
+#pragma once
+// One request's state inside the engine: its tokens, its KV page table, its sampling state.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/sampler.h"
+
+namespace fs {
+
+struct Stream {
+  uint64_t id = 0;
+  GenerationRequest request;
+  std::shared_ptr<StreamHandle> handle;
+  std::vector<int32_t> tokens;  // prompt, then generated ids
+  int prompt_len = 0;
+  int computed = 0;             // positions whose K/V are in the pages
+  int cached = 0;               // prompt positions adopted from the prompt cache
+  std::vector<int32_t> pages;
+  uint64_t seed = 0;
+  TokenCounts counts;
+  int generated = 0;
+  bool finished = false;
+
+  bool prefilling() const { return computed < int(tokens.size()) - 1 || generated == 0; }
+  int pending() const { return int(tokens.size()) - computed; }
+};
+
+}  // namespace fs

@@ -1,0 +1,38 @@
+#pragma once
+// Drives a real Engine from tests: submits requests and collects every sampled token with its logprobs.
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace fs::test {
+
+struct Collected {
+  std::vector<SampledToken> tokens;
+  GenerationResult result;
+  bool done = false;
+};
+
+class EngineRunner {
+ public:
+  explicit EngineRunner(Engine& engine) : engine_(engine) {}
+  // Submits and returns the slot the results arrive in.
+  std::shared_ptr<Collected> submit(GenerationRequest req);
+  // Blocks until every submitted request has finished.
+  void wait_all();
+  // Blocks until `c` has at least n tokens or is done.
+  void wait_tokens(const std::shared_ptr<Collected>& c, size_t n);
+
+ private:
+  Engine& engine_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<Collected>> all_;
+};
+
+// Bitwise equality of ids, logprobs and top logprobs.
+bool same_bits(const std::vector<SampledToken>& a, const std::vector<SampledToken>& b);
+
+}  // namespace fs::test
