@@ -60,6 +60,8 @@ std::shared_ptr<StreamHandle> Engine::submit(GenerationRequest request) {
       throw Error("token id " + std::to_string(id) + " is outside the vocabulary of " +
                   std::to_string(model_.config().vocab_size));
   if (request.max_tokens < 1) throw Error("max_tokens must be at least 1");
+  if (!request.mrope_positions.empty() && request.mrope_positions.size() != size_t(n) * 3)
+    throw Error("M-RoPE positions must hold three entries per prompt token");
   auto s = std::make_unique<Stream>();
   s->tokens = request.prompt;
   s->prompt_len = n;
@@ -143,6 +145,25 @@ void Engine::finish(Stream& s, FinishReason reason, const std::string& error) {
   s.request.on_done = nullptr;
 }
 
+// The chunk of positions [begin, begin + count) with its stream's M-RoPE positions and image features.
+SequenceChunk Engine::chunk_for(const Stream& s, int begin, int count, bool samples) const {
+  SequenceChunk c{std::span<const int32_t>(s.tokens.data() + begin, size_t(count)), begin, s.pages, false, samples};
+  const auto& req = s.request;
+  c.rope_delta = req.rope_delta;
+  if (!req.mrope_positions.empty() && begin < s.prompt_len) {
+    if (begin + count > s.prompt_len) throw Error("a chunk spans the end of a multimodal prompt");
+    c.mrope_positions = std::span<const int32_t>(req.mrope_positions.data() + size_t(begin) * 3, size_t(count) * 3);
+  }
+  if (!req.image_embeddings.empty() && begin < s.prompt_len) {
+    const int32_t pad = model_.config().image_token_id;
+    size_t before = size_t(std::count(s.tokens.begin(), s.tokens.begin() + begin, pad));
+    size_t hidden = size_t(model_.config().hidden_size);
+    c.image_embeddings = std::span<const float>(req.image_embeddings).subspan(
+        std::min(before * hidden, req.image_embeddings.size()));
+  }
+  return c;
+}
+
 void Engine::round(std::vector<std::unique_ptr<Stream>>& active) {
   std::vector<Stream*> order;
   for (auto& s : active) {
@@ -154,8 +175,7 @@ void Engine::round(std::vector<std::unique_ptr<Stream>>& active) {
   int rows = 0;
   for (const auto& it : items) {
     if (!grow_pages(*it.stream, it.begin + it.count)) throw Error("KV pool exhausted");
-    chunks.push_back(SequenceChunk{std::span<const int32_t>(it.stream->tokens.data() + it.begin, size_t(it.count)),
-                                   it.begin, it.stream->pages, false, it.samples});
+    chunks.push_back(chunk_for(*it.stream, it.begin, it.count, it.samples));
     rows += it.count;
   }
   std::vector<float> logits;

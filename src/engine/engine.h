@@ -19,6 +19,7 @@ namespace fs {
 class Model;
 class KvPool;
 struct Stream;
+struct SequenceChunk;
 
 enum class FinishReason { Stop, Length, Cancelled, Error };
 const char* finish_reason_name(FinishReason r);
@@ -36,6 +37,11 @@ struct GenerationRequest {
   int max_tokens = 256;
   SamplingParams sampling;
   std::vector<int32_t> eos_ids;  // a sampled eos ends the stream (reason Stop) and is not passed to on_token
+  // Vision-language prompts: M-RoPE (t, h, w) per prompt token [prompt * 3], the offset later positions take, and
+  // the tower's features for the prompt's image-pad tokens in order [pads, hidden].
+  std::vector<int32_t> mrope_positions;
+  int rope_delta = 0;
+  std::vector<float> image_embeddings;
   bool allow_draft = true;
   // Runs on the engine thread for every generated token except a final eos; false ends the stream (reason Stop).
   std::function<bool(const SampledToken&)> on_token;
@@ -90,6 +96,7 @@ class Engine {
   void admit(std::vector<std::unique_ptr<Stream>>& active);
   void finish(Stream& s, FinishReason reason, const std::string& error = "");
   bool grow_pages(Stream& s, int positions);
+  SequenceChunk chunk_for(const Stream& s, int begin, int count, bool samples) const;
 
   Model& model_;
   EngineOptions options_;

@@ -129,6 +129,7 @@ ModelConfig parse_model_config(const json& root, const std::string& source) {
   auto bos = f.ids("bos_token_id");
   if (!bos.empty()) c.bos_id = bos[0];
   if (top.has("vision_config")) c.vision = root.at("vision_config");
+  c.image_token_id = f.integer_or("image_token_id", -1);
   return c;
 }
 

@@ -40,6 +40,7 @@ struct ModelConfig {
   std::string torch_dtype = "bfloat16";
   std::vector<int32_t> eos_ids;
   std::optional<int32_t> bos_id;
+  int32_t image_token_id = -1;  // the image-pad token of vision-language models
   nlohmann::json vision;  // vision_config, null when absent
 };
 

@@ -23,7 +23,9 @@ struct Layer {
 // Row bookkeeping of one forward pass.
 struct Rows {
   std::vector<int32_t> tokens;
-  std::vector<int> positions;
+  std::vector<int> positions;       // KV slot of each row
+  std::vector<int> rope_positions;  // (t, h, w) per row
+  std::vector<std::pair<int, const float*>> image_rows;  // row index → replacing embedding
   std::vector<int> chunk_of;
   std::vector<int> logit_rows;
 };
@@ -63,6 +65,7 @@ class LlamaFamily final : public Model {
       layers_.push_back(std::move(L));
     }
     inv_freq_ = rope_inv_freq(c.rope, c.head_dim);
+    sections_ = c.rope.mrope_section.empty() ? std::vector<int>{c.head_dim / 2} : c.rope.mrope_section;
   }
 
   const ModelConfig& config() const override { return config_; }
@@ -92,14 +95,25 @@ class LlamaFamily final : public Model {
       int end = ch.start_pos + int(ch.tokens.size());
       if (size_t(end) > ch.pages.size() * size_t(pool.page_tokens()))
         throw Error("KV page table too short for the chunk");
+      if (!ch.mrope_positions.empty() && ch.mrope_positions.size() != ch.tokens.size() * 3)
+        throw Error("M-RoPE positions do not cover the chunk");
+      size_t image_row = 0;
       for (size_t i = 0; i < ch.tokens.size(); ++i) {
         int32_t id = ch.tokens[i];
         if (id < 0 || id >= config_.vocab_size)
           throw Error("token id " + std::to_string(id) + " is outside the vocabulary (" +
                       std::to_string(config_.vocab_size) + ")");
         if (ch.all_logits || (ch.last_logits && i + 1 == ch.tokens.size())) r.logit_rows.push_back(int(r.tokens.size()));
+        if (id == config_.image_token_id && !ch.image_embeddings.empty()) {
+          if ((image_row + 1) * size_t(config_.hidden_size) > ch.image_embeddings.size())
+            throw Error("fewer image features than image tokens in the chunk");
+          r.image_rows.emplace_back(int(r.tokens.size()), ch.image_embeddings.data() + image_row++ * config_.hidden_size);
+        }
         r.tokens.push_back(id);
         r.positions.push_back(ch.start_pos + int(i));
+        for (int s = 0; s < 3; ++s)
+          r.rope_positions.push_back(ch.mrope_positions.empty() ? ch.start_pos + int(i) + ch.rope_delta
+                                                                : ch.mrope_positions[i * 3 + size_t(s)]);
         r.chunk_of.push_back(int(c));
       }
     }
@@ -160,7 +174,8 @@ class LlamaFamily final : public Model {
     std::vector<float> attn(size_t(T) * Q), proj(size_t(T) * H), gate(size_t(T) * F), up(size_t(T) * F);
     std::vector<float> cos(size_t(T) * hd / 2), sin(size_t(T) * hd / 2);
     cpu::embedding(embed_, r.tokens.data(), T, x.data());
-    rope_angles(inv_freq_, r.positions.data(), T, cos.data(), sin.data());
+    for (const auto& [row, src] : r.image_rows) std::copy_n(src, H, x.data() + size_t(row) * H);
+    mrope_angles(inv_freq_, sections_, r.rope_positions.data(), T, cos.data(), sin.data());
     if (states) states->assign(x.begin(), x.end());
     for (int li = 0; li < c.num_layers; ++li) {
       const Layer& L = layers_[size_t(li)];
@@ -207,6 +222,7 @@ class LlamaFamily final : public Model {
   std::vector<float> final_norm_;
   std::vector<Layer> layers_;
   std::vector<float> inv_freq_;
+  std::vector<int> sections_;
 };
 
 }  // namespace

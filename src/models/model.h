@@ -20,6 +20,11 @@ struct SequenceChunk {
   std::span<const int32_t> pages;  // the stream's page table, covering every position up to the chunk's end
   bool all_logits = false;         // logits for every token of the chunk
   bool last_logits = true;         // logits for the chunk's last token (ignored when all_logits)
+  // M-RoPE (t, h, w) per token, [tokens * 3]; empty → every section uses start_pos + i + rope_delta.
+  std::span<const int32_t> mrope_positions;
+  int rope_delta = 0;
+  // Rows replacing the embeddings of the chunk's image-pad tokens, in order: [pads in chunk, hidden].
+  std::span<const float> image_embeddings;
 };
 
 class Model {

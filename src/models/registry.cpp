@@ -14,11 +14,16 @@ std::unique_ptr<Model> create_model(const ModelConfig& config, std::shared_ptr<C
     return create_llama_family(config, std::move(checkpoint), {.qkv_bias = config.attention_bias});
   }
   if (a == "Qwen2ForCausalLM") return create_llama_family(config, std::move(checkpoint), {.qkv_bias = true});
+  if (a == "Qwen2_5_VLForConditionalGeneration") {
+    // The language side; newer exports nest it under model.language_model.
+    std::string prefix = checkpoint->has("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
+    return create_llama_family(config, std::move(checkpoint), {.qkv_bias = true, .prefix = prefix});
+  }
   if (a == "Qwen3ForCausalLM") {
     return create_llama_family(config, std::move(checkpoint), {.qkv_bias = config.attention_bias, .qk_norm = true});
   }
   throw Error("architecture '" + a + "' is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
-              "Qwen2ForCausalLM, Qwen3ForCausalLM)");
+              "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2_5_VLForConditionalGeneration)");
 }
 
 }  // namespace fs

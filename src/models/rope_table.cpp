@@ -41,4 +41,20 @@ void rope_angles(const std::vector<float>& inv_freq, const int* positions, int n
   }
 }
 
+void mrope_angles(const std::vector<float>& inv_freq, const std::vector<int>& sections, const int* positions3, int n,
+                  float* cos, float* sin) {
+  const size_t half = inv_freq.size();
+  std::vector<int> section_of(half, int(sections.size()) - 1);
+  size_t i = 0;
+  for (size_t s = 0; s < sections.size(); ++s)
+    for (int k = 0; k < sections[s] && i < half; ++k) section_of[i++] = int(s);
+  for (int r = 0; r < n; ++r) {
+    for (size_t j = 0; j < half; ++j) {
+      float angle = float(positions3[size_t(r) * 3 + size_t(section_of[j])]) * inv_freq[j];
+      cos[size_t(r) * half + j] = std::cos(angle);
+      sin[size_t(r) * half + j] = std::sin(angle);
+    }
+  }
+}
+
 }  // namespace fs

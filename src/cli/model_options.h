@@ -1,0 +1,20 @@
+#pragma once
+// Flags shared by the commands that load and run a model (run, serve, bench).
+#include <set>
+#include <string>
+
+#include "cli/args.h"
+#include "engine/engine.h"
+#include "io/hf_config.h"
+
+namespace fs::cli {
+
+// Adds the shared engine flags (--device, --context, --parallel, --prefill-chunk, --round-tokens, --threads) to `own`.
+std::set<std::string> with_model_flags(std::set<std::string> own);
+// Refuses a device this build cannot serve.
+void check_device(const Args& args);
+EngineOptions engine_options_from_args(const Args& args, int default_parallel);
+// --temperature/--top-p/--top-k/--min-p/--seed over the model's generation_config defaults.
+SamplingParams sampling_from_args(const Args& args, const GenerationConfig& defaults);
+
+}  // namespace fs::cli
