@@ -40,8 +40,7 @@ int run(const std::vector<std::string>& argv) {
             {"chat", "json"});
   if (args.positionals().size() > 1) throw Error("expected at most one MODEL_DIR");
   std::filesystem::path dir = args.positionals().empty() ? "" : args.positionals()[0];
-  check_device(args);
-  auto m = load_model(dir);
+  auto m = load_model(dir, {}, check_device(args));
   SamplingParams sampling = sampling_from_args(args, m->generation);
   const int max_tokens = int(args.get_int("max-tokens", 256));
   if (!args.has("prompt") && !args.has("ids")) {

@@ -11,12 +11,12 @@ std::set<std::string> with_model_flags(std::set<std::string> own) {
   return own;
 }
 
-void check_device(const Args& args) {
+std::string check_device(const Args& args) {
   std::string device = args.get_or("device", "auto");
   if (device != "auto" && device != "cpu" && device != "cuda")
     throw Error("--device must be auto, cpu or cuda (got '" + device + "')");
-  if (device == "cuda") throw Error("--device cuda: the CUDA backend cannot run models in this build yet");
   if (auto t = args.get("threads")) setenv("FOLDSERVE_THREADS", t->c_str(), 1);
+  return device;
 }
 
 EngineOptions engine_options_from_args(const Args& args, int default_parallel) {

@@ -11,8 +11,8 @@ namespace fs::cli {
 
 // Adds the shared engine flags (--device, --context, --parallel, --prefill-chunk, --round-tokens, --threads) to `own`.
 std::set<std::string> with_model_flags(std::set<std::string> own);
-// Refuses a device this build cannot serve.
-void check_device(const Args& args);
+// Validates --device (and applies --threads); returns the device name.
+std::string check_device(const Args& args);
 EngineOptions engine_options_from_args(const Args& args, int default_parallel);
 // --temperature/--top-p/--top-k/--min-p/--seed over the model's generation_config defaults.
 SamplingParams sampling_from_args(const Args& args, const GenerationConfig& defaults);

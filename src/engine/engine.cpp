@@ -35,7 +35,8 @@ Engine::Engine(Model& model, EngineOptions options) : model_(model), options_(op
   const auto& c = model_.config();
   const int P = options_.kv_page_tokens;
   const int pages = options_.parallel * ((options_.context + P - 1) / P);
-  pool_ = std::make_unique<KvPool>(c.num_layers, c.num_kv_heads, c.head_dim, P, pages);
+  pool_ = std::make_unique<KvPool>(c.num_layers, c.num_kv_heads, c.head_dim, P, pages, model_.kv_on_host());
+  model_.attach_pool(*pool_);
   stats_.kv_pages_total = pages;
   thread_ = std::thread([this] { run(); });
 }

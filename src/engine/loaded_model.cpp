@@ -6,7 +6,8 @@
 
 namespace fs {
 
-std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir_in, const LoadProgress& progress) {
+std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir_in, const LoadProgress& progress,
+                                        const std::string& device) {
   auto m = std::make_unique<LoadedModel>();
   m->dir = dir_in.empty() ? builtin_model_dir() : dir_in;
   std::error_code ec;
@@ -26,7 +27,7 @@ std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir_in, con
   tick(2);
   auto checkpoint = Checkpoint::open(m->dir);
   tick(3);
-  m->model = create_model(m->config, std::move(checkpoint));
+  m->model = create_model_on(device, m->config, std::move(checkpoint));
   tick(4);
   return m;
 }

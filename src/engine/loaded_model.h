@@ -27,6 +27,8 @@ struct LoadedModel {
 using LoadProgress = std::function<void(size_t done, size_t total)>;
 
 // Loads DIR (an empty path → the built-in fortune-demo). Throws fs::Error naming the file at fault.
-std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, const LoadProgress& progress = {});
+// `device` is "auto", "cpu" or "cuda".
+std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, const LoadProgress& progress = {},
+                                        const std::string& device = "auto");
 
 }  // namespace fs

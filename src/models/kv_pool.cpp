@@ -6,11 +6,11 @@
 
 namespace fs {
 
-KvPool::KvPool(int layers, int kv_heads, int head_dim, int page_tokens, int pages)
+KvPool::KvPool(int layers, int kv_heads, int head_dim, int page_tokens, int pages, bool host_storage)
     : layers_(layers), row_floats_(kv_heads * head_dim), page_tokens_(page_tokens) {
   page_floats_per_side_ = size_t(page_tokens) * size_t(row_floats_);
   page_floats_ = page_floats_per_side_ * 2 * size_t(layers);
-  storage_.assign(page_floats_ * size_t(pages), 0.0f);
+  if (host_storage) storage_.assign(page_floats_ * size_t(pages), 0.0f);
   refs_.assign(size_t(pages), 0);
   free_.reserve(size_t(pages));
   for (int p = pages - 1; p >= 0; --p) free_.push_back(p);

@@ -10,7 +10,8 @@ namespace fs {
 
 class KvPool {
  public:
-  KvPool(int layers, int kv_heads, int head_dim, int page_tokens, int pages);
+  // Without host storage the pool only keeps the books (page ids, reference counts); a device backend holds the data.
+  KvPool(int layers, int kv_heads, int head_dim, int page_tokens, int pages, bool host_storage = true);
 
   int page_tokens() const { return page_tokens_; }
   int pages_total() const { return int(refs_.size()); }
@@ -30,6 +31,8 @@ class KvPool {
   // Copies the first `positions` positions of every layer from one page to another.
   void copy_positions(int32_t from, int32_t to, int positions);
   int row_floats() const { return row_floats_; }
+  int layers() const { return layers_; }
+  bool has_host_storage() const { return !storage_.empty(); }
 
  private:
   float* base(int32_t page, int layer) {

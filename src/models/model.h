@@ -38,11 +38,21 @@ class Model {
   // with the final norm applied to the last).
   virtual std::vector<float> hidden_states(const SequenceChunk& chunk, KvPool& pool) = 0;
   virtual size_t weight_bytes() const = 0;
+  // Whether K/V live in the pool's host storage (CPU) or in the backend's own memory, indexed by the same pages.
+  virtual bool kv_on_host() const { return true; }
+  // Called once by the engine with its pool, before the first forward (a device backend sizes its KV here).
+  virtual void attach_pool(KvPool& pool) {}
+  // "cpu" or "cuda".
+  virtual const char* device_name() const { return "cpu"; }
   // Floats per position per layer for K plus V (what one KV position costs, times layers).
   int kv_floats_per_token_per_layer() const { return 2 * config().num_kv_heads * config().head_dim; }
 };
 
 // Builds the model named by config.architecture from the checkpoint; unknown architectures are refused by name.
 std::unique_ptr<Model> create_model(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint);
+
+// The same on a device: "cpu", "cuda" or "auto" (cuda when compiled in and a GPU is present, else cpu).
+std::unique_ptr<Model> create_model_on(const std::string& device, const ModelConfig& config,
+                                       std::shared_ptr<Checkpoint> checkpoint);
 
 }  // namespace fs

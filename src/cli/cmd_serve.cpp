@@ -1,0 +1,89 @@
+// foldserve serve: the OpenAI-compatible HTTP server over one model (the built-in fortune-demo by default).
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "cli/args.h"
+#include "cli/command.h"
+#include "cli/model_options.h"
+#include "core/error.h"
+#include "engine/loaded_model.h"
+#include "server/auth.h"
+#include "server/server.h"
+
+namespace fs::cli {
+namespace {
+
+// Progress on a terminal while weights load: one line redrawn in place.
+LoadProgress terminal_progress() {
+  if (!::isatty(STDERR_FILENO)) return {};
+  return [](size_t done, size_t total) {
+    int pct = total ? int(100 * done / total) : 100;
+    std::fprintf(stderr, "\rloading model: %3d%% (%zu/%zu)%s", pct, done, total, done >= total ? "\n" : "");
+    std::fflush(stderr);
+  };
+}
+
+int serve(const std::vector<std::string>& argv) {
+  Args args(argv,
+            with_model_flags({"host", "port", "api-key", "api-key-file", "request-log", "served-model-name",
+                              "max-body-bytes", "queue-limit", "max-n"}),
+            {});
+  if (args.positionals().size() > 1) throw Error("expected at most one MODEL_DIR");
+  std::filesystem::path dir = args.positionals().empty() ? "" : args.positionals()[0];
+  std::string device = check_device(args);
+
+  server::ServerOptions o;
+  o.host = args.get_or("host", "127.0.0.1");
+  long long port = args.get_int("port", 8888);
+  if (port < 0 || port > 65535) throw Error("--port must be between 0 and 65535");
+  o.port = int(port);
+  o.engine = engine_options_from_args(args, 4);
+  o.engine.queue_limit = int(args.get_int("queue-limit", o.engine.queue_limit));
+  if (o.engine.queue_limit < 0) throw Error("--queue-limit must be ≥ 0");
+  long long body = args.get_int("max-body-bytes", (long long)o.max_body_bytes);
+  if (body < 1024) throw Error("--max-body-bytes must be at least 1024");
+  o.max_body_bytes = size_t(body);
+  o.max_n = int(args.get_int("max-n", o.max_n));
+  if (o.max_n < 1) throw Error("--max-n must be at least 1");
+  o.api_keys = args.all("api-key");
+  for (const auto& k : o.api_keys)
+    if (k.empty()) throw Error("--api-key must not be empty");
+  if (auto file = args.get("api-key-file")) {
+    auto keys = server::load_api_key_file(*file);
+    o.api_keys.insert(o.api_keys.end(), keys.begin(), keys.end());
+  }
+  o.request_log = args.get_or("request-log", "");
+  o.served_model_name = args.get_or("served-model-name", "");
+
+  // SIGINT/SIGTERM are taken by a waiting thread (not a handler), which stops the server cleanly.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  server::Server srv(o);
+  srv.bind();
+  std::thread waiter([&srv, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig == SIGINT || sig == SIGTERM) srv.stop();
+  });
+  waiter.detach();
+  auto progress = terminal_progress();
+  srv.serve([dir, progress, device] { return load_model(dir, progress, device); },
+            [](const std::string& url) {
+              std::printf("foldserve: serving on %s (OpenAI API at %s/v1)\n", url.c_str(), url.c_str());
+              std::fflush(stdout);
+            });
+  return 0;
+}
+
+FS_REGISTER_COMMAND("serve", "serve a model over an OpenAI-compatible HTTP API", serve);
+
+}  // namespace
+}  // namespace fs::cli

@@ -1,0 +1,27 @@
+// foldserve tokenize MODEL_DIR --text TEXT [--special] → {"ids": [...]}
+#include <cstdio>
+
+#include "cli/args.h"
+#include "cli/command.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "text/tokenizer.h"
+
+namespace fs::cli {
+namespace {
+
+int run_tokenize(const std::vector<std::string>& argv) {
+  Args args(argv, {"--text"}, {"--special"});
+  if (args.positionals().size() != 1 || !args.get("--text"))
+    throw Error("usage: foldserve tokenize MODEL_DIR --text TEXT [--special]");
+  auto tok = Tokenizer::load(args.positionals()[0]);
+  auto ids = tok->encode(*args.get("--text"), args.has("--special"));
+  std::printf("%s\n", json{{"ids", ids}}.dump().c_str());
+  return 0;
+}
+
+}  // namespace
+
+FS_REGISTER_COMMAND("tokenize", "MODEL_DIR --text TEXT [--special]: print the token ids as JSON", run_tokenize);
+
+}  // namespace fs::cli

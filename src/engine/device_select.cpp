@@ -1,0 +1,27 @@
+// Chooses the backend a model runs on.
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "models/model.h"
+
+namespace fs {
+
+// Defined by the CUDA backend when it is compiled in.
+#ifdef FOLDSERVE_WITH_CUDA
+bool cuda_device_available();
+std::unique_ptr<Model> create_cuda_model(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint);
+#endif
+
+std::unique_ptr<Model> create_model_on(const std::string& device, const ModelConfig& config,
+                                       std::shared_ptr<Checkpoint> checkpoint) {
+  if (device != "auto" && device != "cpu" && device != "cuda")
+    throw Error("device must be auto, cpu or cuda (got '" + device + "')");
+#ifdef FOLDSERVE_WITH_CUDA
+  if (device == "cuda" || (device == "auto" && cuda_device_available()))
+    return create_cuda_model(config, std::move(checkpoint));
+#else
+  if (device == "cuda") throw Error("this build has no CUDA backend (configure with nvcc to compile it)");
+#endif
+  return create_model(config, std::move(checkpoint));
+}
+
+}  // namespace fs

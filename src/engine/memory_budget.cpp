@@ -1,0 +1,83 @@
+#include "engine/memory_budget.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "models/kv_pool.h"
+
+namespace fs {
+
+size_t MemoryBudget::total() const {
+  size_t n = 0;
+  for (const auto& l : lines) n += l.bytes;
+  return n;
+}
+
+std::string format_gib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(1ull << 30));
+  return buf;
+}
+
+std::string MemoryBudget::report() const {
+  std::ostringstream out;
+  out << "memory budget (" << where << "):\n";
+  for (const auto& l : lines) out << "  " << l.what << ": " << format_gib(l.bytes) << "\n";
+  out << "  total: " << format_gib(total()) << " of " << format_gib(available) << " available\n";
+  return out.str();
+}
+
+void MemoryBudget::require() const {
+  if (fits()) return;
+  size_t kv = 0, rest = 0;
+  std::string kv_what;
+  for (const auto& l : lines) {
+    if (l.what.rfind("KV pages", 0) == 0) {
+      kv += l.bytes;
+      kv_what = l.what;
+    } else {
+      rest += l.bytes;
+    }
+  }
+  std::string msg = "the configuration does not fit in " + where + ": it needs " + format_gib(total()) + ", " +
+                    format_gib(available) + " is available (short by " + format_gib(total() - available) + ")";
+  if (rest < available && kv > 0)
+    msg += "; the memory budget leaves " + format_gib(available - rest) + " for the KV cache, and " + kv_what +
+           " need " + format_gib(kv);
+  throw Error(msg);
+}
+
+size_t available_ram_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  size_t value = 0;
+  std::string unit;
+  while (in >> key >> value >> unit)
+    if (key == "MemAvailable:") return value * 1024;
+  return 0;
+}
+
+MemoryBudget cpu_budget(const ModelConfig& c, size_t weight_bytes, const EngineOptions& o, size_t available) {
+  MemoryBudget b;
+  b.where = "RAM";
+  b.available = available;
+  b.lines.push_back({"weights", weight_bytes});
+  const size_t P = size_t(o.kv_page_tokens);
+  const size_t pages = size_t(o.parallel) * ((size_t(o.context) + P - 1) / P);
+  const size_t kv = pages * KvPool::bytes_per_page(c.num_layers, c.num_kv_heads, c.head_dim, int(P));
+  b.lines.push_back({"KV pages for " + std::to_string(o.parallel) + " streams of " + std::to_string(o.context) +
+                         " positions",
+                     kv});
+  const size_t rows = size_t(o.round_tokens) + size_t(o.parallel);
+  const size_t per_row = size_t(c.hidden_size) * 4 + size_t(c.num_heads) * size_t(c.head_dim) * 2 +
+                         size_t(c.num_kv_heads) * size_t(c.head_dim) * 2 + size_t(c.intermediate_size) * 2;
+  const size_t scratch = rows * per_row * sizeof(float) + size_t(o.parallel) * size_t(c.vocab_size) * sizeof(float) +
+                         size_t(o.context) * sizeof(float) * 4;
+  b.lines.push_back({"scratch for rounds of " + std::to_string(rows) + " rows", scratch});
+  b.lines.push_back({"reserve", size_t(256) << 20});
+  return b;
+}
+
+}  // namespace fs

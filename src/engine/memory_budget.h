@@ -1,0 +1,39 @@
+#pragma once
+// The start-up memory budget: weights + scratch + KV pages + prompt cache + pinned stages + reserve, summed and
+// checked against what the machine (or device) has, before anything is served.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "io/hf_config.h"
+
+namespace fs {
+
+struct BudgetLine {
+  std::string what;
+  size_t bytes;
+};
+
+struct MemoryBudget {
+  std::string where;  // "RAM" or "device memory"
+  size_t available = 0;
+  std::vector<BudgetLine> lines;
+
+  size_t total() const;
+  bool fits() const { return total() <= available; }
+  // One line per item and a total, for printing at start.
+  std::string report() const;
+  // Throws fs::Error naming what is short and by how much.
+  void require() const;
+};
+
+// MemAvailable from /proc/meminfo (0 when unreadable).
+size_t available_ram_bytes();
+std::string format_gib(size_t bytes);
+
+// Budget of a CPU engine for `options` on `config` with `weight_bytes` of weights.
+MemoryBudget cpu_budget(const ModelConfig& config, size_t weight_bytes, const EngineOptions& options,
+                        size_t available);
+
+}  // namespace fs

@@ -1,0 +1,53 @@
+// The memory budget sums its parts and refuses what cannot fit, with the numbers.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "engine/memory_budget.h"
+
+namespace fs {
+namespace {
+
+ModelConfig small_config() {
+  ModelConfig c;
+  c.vocab_size = 1000;
+  c.hidden_size = 256;
+  c.intermediate_size = 512;
+  c.num_layers = 4;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;
+  return c;
+}
+
+TEST(MemoryBudget, KvLineGrowsWithStreamsAndContext) {
+  EngineOptions o;
+  o.parallel = 2;
+  o.context = 1024;
+  auto small = cpu_budget(small_config(), 1 << 20, o, size_t(64) << 30);
+  o.parallel = 8;
+  auto large = cpu_budget(small_config(), 1 << 20, o, size_t(64) << 30);
+  // 4 layers × K+V × 2 heads × 64 dims × 4 bytes = 4 KiB per position.
+  EXPECT_EQ(large.lines[1].bytes - small.lines[1].bytes, size_t(6) * 1024 * 4096);
+  EXPECT_TRUE(large.fits());
+  EXPECT_NO_THROW(large.require());
+  EXPECT_NE(large.report().find("total"), std::string::npos);
+}
+
+TEST(MemoryBudget, RefusesWithTheNumbers) {
+  EngineOptions o;
+  o.parallel = 8;
+  o.context = 32768;
+  auto b = cpu_budget(small_config(), size_t(1) << 30, o, size_t(2) << 30);
+  EXPECT_FALSE(b.fits());
+  try {
+    b.require();
+    FAIL();
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("short by"), std::string::npos) << m;
+    EXPECT_NE(m.find("8 streams of 32768 positions need 1.00 GiB"), std::string::npos) << m;
+  }
+}
+
+}  // namespace
+}  // namespace fs
