@@ -34,9 +34,12 @@ Engine::Engine(Model& model, EngineOptions options) : model_(model), options_(op
   if (options_.prefill_chunk < 1 || options_.round_tokens < 1) throw Error("chunk sizes must be positive");
   const auto& c = model_.config();
   const int P = options_.kv_page_tokens;
-  const int pages = options_.parallel * ((options_.context + P - 1) / P);
+  const int pages = options_.parallel * ((options_.context + P - 1) / P) + std::max(0, options_.prompt_cache_pages);
   pool_ = std::make_unique<KvPool>(c.num_layers, c.num_kv_heads, c.head_dim, P, pages, model_.kv_on_host());
   model_.attach_pool(*pool_);
+  if (options_.prompt_cache_pages > 0)
+    cache_ = std::make_unique<PromptCache>(*pool_, model_, options_.prompt_cache_pages,
+                                           std::max(0, options_.prompt_cache_host_pages));
   stats_.kv_pages_total = pages;
   thread_ = std::thread([this] { run(); });
 }
@@ -48,6 +51,7 @@ Engine::~Engine() {
   }
   wake_.notify_all();
   thread_.join();
+  cache_.reset();
 }
 
 std::shared_ptr<StreamHandle> Engine::submit(GenerationRequest request) {
@@ -63,9 +67,13 @@ std::shared_ptr<StreamHandle> Engine::submit(GenerationRequest request) {
   if (request.max_tokens < 1) throw Error("max_tokens must be at least 1");
   if (!request.mrope_positions.empty() && request.mrope_positions.size() != size_t(n) * 3)
     throw Error("M-RoPE positions must hold three entries per prompt token");
+  if (!request.cache_keys.empty() && request.cache_keys.size() != size_t(n))
+    throw Error("prompt-cache keys must cover the prompt");
   auto s = std::make_unique<Stream>();
   s->tokens = request.prompt;
   s->prompt_len = n;
+  if (request.cache_keys.empty()) s->keys.assign(request.prompt.begin(), request.prompt.end());
+  else s->keys = request.cache_keys;
   s->seed = request.sampling.seed ? *request.sampling.seed : fresh_seed();
   for (int32_t id : request.prompt) ++s->counts.prompt[id];
   s->request = std::move(request);
@@ -108,19 +116,38 @@ void Engine::run() {
 }
 
 void Engine::admit(std::vector<std::unique_ptr<Stream>>& active) {
-  std::lock_guard lock(mu_);
-  while (!queue_.empty() && int(active.size()) < options_.parallel) {
-    active.push_back(std::move(queue_.front()));
-    queue_.pop_front();
+  std::vector<Stream*> admitted;
+  {
+    std::lock_guard lock(mu_);
+    while (!queue_.empty() && int(active.size()) < options_.parallel) {
+      active.push_back(std::move(queue_.front()));
+      admitted.push_back(active.back().get());
+      queue_.pop_front();
+    }
+    stats_.queued = int(queue_.size());
+    stats_.active_streams = int(active.size());
   }
-  stats_.queued = int(queue_.size());
-  stats_.active_streams = int(active.size());
+  if (!cache_) return;
+  // The last prompt token is always computed, so the stream gets logits to sample from.
+  for (Stream* s : admitted) {
+    CacheHit hit = cache_->lookup(s->keys, s->prompt_len - 1);
+    s->pages = std::move(hit.pages);
+    s->computed = s->cached = hit.positions;
+  }
+  publish_cache_stats();
+}
+
+void Engine::publish_cache_stats() {
+  std::lock_guard lock(mu_);
+  if (cache_) stats_.prompt_cache = cache_->stats();
+  stats_.kv_pages_used = pool_->pages_used();
 }
 
 bool Engine::grow_pages(Stream& s, int positions) {
   const int P = pool_->page_tokens();
   while (int(s.pages.size()) * P < positions) {
     auto page = pool_->allocate();
+    while (!page && cache_ && cache_->evict_one()) page = pool_->allocate();
     if (!page) return false;
     s.pages.push_back(*page);
   }
@@ -130,12 +157,10 @@ bool Engine::grow_pages(Stream& s, int positions) {
 void Engine::finish(Stream& s, FinishReason reason, const std::string& error) {
   if (s.finished) return;
   s.finished = true;
+  if (cache_ && reason != FinishReason::Error) cache_->insert(s.keys, s.computed, s.pages);
   for (int32_t p : s.pages) pool_->release(p);
   s.pages.clear();
-  {
-    std::lock_guard lock(mu_);
-    stats_.kv_pages_used = pool_->pages_used();
-  }
+  publish_cache_stats();
   GenerationResult r;
   r.reason = reason;
   r.prompt_tokens = s.prompt_len;
@@ -207,6 +232,7 @@ void Engine::round(std::vector<std::unique_ptr<Stream>>& active) {
       continue;
     }
     s.tokens.push_back(tok.id);
+    s.keys.push_back(uint64_t(uint32_t(tok.id)));
     ++s.counts.reply[tok.id];
     bool keep = !s.request.on_token || s.request.on_token(tok);
     FinishReason reason = FinishReason::Stop;

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/prompt_cache.h"
 #include "engine/sampling_params.h"
 
 namespace fs {
@@ -42,6 +43,9 @@ struct GenerationRequest {
   std::vector<int32_t> mrope_positions;
   int rope_delta = 0;
   std::vector<float> image_embeddings;
+  // Prompt-cache keys per prompt token (empty → the ids); image-pad tokens carry their image's digest here so two
+  // images never share a prefix.
+  std::vector<uint64_t> cache_keys;
   bool allow_draft = true;
   // Runs on the engine thread for every generated token except a final eos; false ends the stream (reason Stop).
   std::function<bool(const SampledToken&)> on_token;
@@ -56,6 +60,8 @@ struct EngineOptions {
   int round_tokens = 512;      // most rows (decode + prefill) per round
   int queue_limit = 64;        // waiting streams beyond `parallel`; more → rejected
   int kv_page_tokens = 16;     // positions per KV page
+  int prompt_cache_pages = 0;  // pool pages the prompt cache may hold (0 → no prompt cache)
+  int prompt_cache_host_pages = 0;  // pages the cache may keep in host memory after eviction
 };
 
 struct EngineStats {
@@ -65,6 +71,7 @@ struct EngineStats {
   int kv_pages_used = 0;
   uint64_t rounds = 0;
   uint64_t rows = 0;  // rows summed over all rounds
+  PromptCacheStats prompt_cache;
 };
 
 // A handle on a submitted stream; cancel() frees it at the next round.
@@ -97,10 +104,12 @@ class Engine {
   void finish(Stream& s, FinishReason reason, const std::string& error = "");
   bool grow_pages(Stream& s, int positions);
   SequenceChunk chunk_for(const Stream& s, int begin, int count, bool samples) const;
+  void publish_cache_stats();
 
   Model& model_;
   EngineOptions options_;
   std::unique_ptr<KvPool> pool_;
+  std::unique_ptr<PromptCache> cache_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::deque<std::unique_ptr<Stream>> queue_;

@@ -14,6 +14,7 @@ struct Stream {
   GenerationRequest request;
   std::shared_ptr<StreamHandle> handle;
   std::vector<int32_t> tokens;  // prompt, then generated ids
+  std::vector<uint64_t> keys;   // prompt-cache key of every token
   int prompt_len = 0;
   int computed = 0;             // positions whose K/V are in the pages
   int cached = 0;               // prompt positions adopted from the prompt cache

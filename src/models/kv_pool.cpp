@@ -47,4 +47,12 @@ void KvPool::copy_positions(int32_t from, int32_t to, int positions) {
   }
 }
 
+void KvPool::save_page(int32_t page, float* dst) const {
+  std::memcpy(dst, storage_.data() + size_t(page) * page_floats_, page_floats_ * sizeof(float));
+}
+
+void KvPool::load_page(int32_t page, const float* src) {
+  std::memcpy(storage_.data() + size_t(page) * page_floats_, src, page_floats_ * sizeof(float));
+}
+
 }  // namespace fs

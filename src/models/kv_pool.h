@@ -30,6 +30,10 @@ class KvPool {
   float* values(int32_t page, int layer) { return base(page, layer) + page_floats_per_side_; }
   // Copies the first `positions` positions of every layer from one page to another.
   void copy_positions(int32_t from, int32_t to, int positions);
+  // Floats one page holds (every layer, K and V).
+  size_t page_floats() const { return page_floats_; }
+  void save_page(int32_t page, float* dst) const;
+  void load_page(int32_t page, const float* src);
   int row_floats() const { return row_floats_; }
   int layers() const { return layers_; }
   bool has_host_storage() const { return !storage_.empty(); }

@@ -42,6 +42,10 @@ class Model {
   virtual bool kv_on_host() const { return true; }
   // Called once by the engine with its pool, before the first forward (a device backend sizes its KV here).
   virtual void attach_pool(KvPool& pool) {}
+  // Page data movement for the prompt cache; a device backend overrides these to act on its own K/V.
+  virtual void copy_kv_positions(KvPool& pool, int32_t from, int32_t to, int positions);
+  virtual void save_kv_page(KvPool& pool, int32_t page, float* dst);
+  virtual void load_kv_page(KvPool& pool, int32_t page, const float* src);
   // "cpu" or "cuda".
   virtual const char* device_name() const { return "cpu"; }
   // Floats per position per layer for K plus V (what one KV position costs, times layers).

@@ -1,0 +1,223 @@
+// The prompt cache: resumed == fresh bit for bit, across page edges, inside partial pages, after evictions, from
+// the host tier, with streams sharing a prefix at once; no page leaks when idle.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "engine_runner.h"
+#include "engine/prompt_cache.h"
+#include "io/safetensors.h"
+#include "models/kv_pool.h"
+#include "models/model.h"
+#include "support/fixtures.h"
+
+namespace fs::test {
+namespace {
+
+class PromptCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto shared = shared_dir();
+    if (shared.empty()) {
+      if (running_in_ci()) FAIL() << "shared fixtures missing in CI";
+      GTEST_SKIP() << "shared fixtures not found";
+    }
+    auto dir = shared / "models/fortune-demo";
+    config = load_model_config(dir);
+    model = create_model(config, Checkpoint::open(dir));
+  }
+
+  std::vector<int32_t> tokens(int n, int seed) {
+    std::mt19937 rng{static_cast<uint32_t>(seed)};
+    std::uniform_int_distribution<int32_t> d(0, config.vocab_size - 1);
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (auto& t : v) t = d(rng);
+    return v;
+  }
+
+  static std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  }
+
+  GenerationRequest request(const std::vector<int32_t>& prompt, bool seeded = false) {
+    GenerationRequest r;
+    r.prompt = prompt;
+    r.max_tokens = 8;
+    r.sampling.logprobs = true;
+    r.sampling.top_logprobs = 3;
+    r.sampling.temperature = seeded ? 0.8f : 0.0f;
+    r.sampling.seed = 42;
+    return r;
+  }
+
+  EngineOptions options(int cache_pages, int host_pages = 0, int parallel = 4) {
+    EngineOptions o;
+    o.parallel = parallel;
+    o.context = 256;
+    o.prefill_chunk = 64;
+    o.round_tokens = 96;
+    o.prompt_cache_pages = cache_pages;
+    o.prompt_cache_host_pages = host_pages;
+    return o;
+  }
+
+  std::vector<SampledToken> fresh(const GenerationRequest& r) {
+    Engine e(*model, options(0));
+    EngineRunner run(e);
+    auto c = run.submit(r);
+    run.wait_all();
+    return c->tokens;
+  }
+
+  static void expect_idle_accounting(Engine& e) {
+    auto s = e.stats();
+    EXPECT_EQ(s.kv_pages_used, s.prompt_cache.device_pages);
+  }
+
+  ModelConfig config;
+  std::unique_ptr<Model> model;
+};
+
+TEST_F(PromptCacheTest, ResumesAcrossPageEdgesAndInsidePartialPages) {
+  for (int shared_len : {5, 15, 16, 17, 31, 32, 33, 50}) {
+    SCOPED_TRACE("shared prefix " + std::to_string(shared_len));
+    auto prefix = tokens(shared_len, shared_len);
+    auto first = cat(prefix, tokens(9, 100 + shared_len));
+    auto second = cat(prefix, tokens(12, 200 + shared_len));
+    Engine e(*model, options(64));
+    EngineRunner run(e);
+    run.submit(request(first));
+    run.wait_all();
+    auto c = run.submit(request(second, true));
+    run.wait_all();
+    EXPECT_EQ(c->result.cached_tokens, shared_len);
+    EXPECT_TRUE(same_bits(c->tokens, fresh(request(second, true))));
+    expect_idle_accounting(e);
+  }
+}
+
+TEST_F(PromptCacheTest, MultiTurnReusesThePreviousReply) {
+  auto turn1 = tokens(40, 1);
+  Engine e(*model, options(64));
+  EngineRunner run(e);
+  auto a = run.submit(request(turn1));
+  run.wait_all();
+  std::vector<int32_t> reply;
+  for (const auto& t : a->tokens) reply.push_back(t.id);
+  auto turn2 = cat(cat(turn1, reply), tokens(10, 2));
+  auto b = run.submit(request(turn2));
+  run.wait_all();
+  // Everything with K/V computed in turn 1 (prompt and all but the last reply token) is reused.
+  EXPECT_EQ(b->result.cached_tokens, int(turn1.size() + reply.size()) - 1);
+  EXPECT_TRUE(same_bits(b->tokens, fresh(request(turn2))));
+}
+
+TEST_F(PromptCacheTest, SeveralStreamsShareOnePrefixAtOnce) {
+  auto system = tokens(45, 3);
+  Engine e(*model, options(64, 0, 6));
+  EngineRunner run(e);
+  run.submit(request(cat(system, tokens(3, 4))));
+  run.wait_all();
+  std::vector<GenerationRequest> reqs;
+  std::vector<std::shared_ptr<Collected>> got;
+  for (int i = 0; i < 6; ++i) reqs.push_back(request(cat(system, tokens(5 + i, 10 + i)), i % 2 == 1));
+  for (auto& r : reqs) got.push_back(run.submit(r));
+  run.wait_all();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(got[i]->result.cached_tokens, 45);
+    EXPECT_TRUE(same_bits(got[i]->tokens, fresh(reqs[i]))) << i;
+  }
+  expect_idle_accounting(e);
+}
+
+TEST_F(PromptCacheTest, EvictionsKeepResultsExactAndAccountingRight) {
+  Engine e(*model, options(6));
+  EngineRunner run(e);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 8; ++i) prompts.push_back(tokens(40, 50 + i));
+  for (auto& p : prompts) run.submit(request(p));
+  run.wait_all();
+  auto s = e.stats();
+  EXPECT_GT(s.prompt_cache.evictions, 0u);
+  EXPECT_LE(s.prompt_cache.device_pages, 6);
+  expect_idle_accounting(e);
+  auto again = cat(prompts.back(), tokens(4, 99));
+  auto c = run.submit(request(again));
+  run.wait_all();
+  EXPECT_GT(c->result.cached_tokens, 0);
+  EXPECT_TRUE(same_bits(c->tokens, fresh(request(again))));
+  expect_idle_accounting(e);
+}
+
+TEST_F(PromptCacheTest, HostTierBringsPagesBack) {
+  Engine e(*model, options(4, 64));
+  EngineRunner run(e);
+  auto first = tokens(40, 70);
+  run.submit(request(first));
+  run.wait_all();
+  for (int i = 0; i < 4; ++i) run.submit(request(tokens(40, 80 + i)));  // pushes `first` to the host tier
+  run.wait_all();
+  auto again = cat(first, tokens(6, 90));
+  auto c = run.submit(request(again, true));
+  run.wait_all();
+  auto s = e.stats();
+  EXPECT_GT(s.prompt_cache.host_restores, 0u);
+  EXPECT_EQ(c->result.cached_tokens, 40);
+  EXPECT_TRUE(same_bits(c->tokens, fresh(request(again, true))));
+  expect_idle_accounting(e);
+}
+
+TEST_F(PromptCacheTest, DifferentKeysNeverShareAPrefix) {
+  auto prompt = tokens(40, 5);
+  Engine e(*model, options(64));
+  EngineRunner run(e);
+  auto r1 = request(prompt);
+  r1.cache_keys.assign(prompt.begin(), prompt.end());
+  r1.cache_keys[3] = (1ull << 63) | 1;  // as if token 3 were part of one image
+  run.submit(r1);
+  run.wait_all();
+  auto r2 = r1;
+  r2.cache_keys[3] = (1ull << 63) | 2;  // another image, same ids
+  auto c = run.submit(r2);
+  run.wait_all();
+  EXPECT_EQ(c->result.cached_tokens, 3);
+}
+
+TEST_F(PromptCacheTest, OffWhenBudgetIsZero) {
+  Engine e(*model, options(0));
+  EngineRunner run(e);
+  auto p = tokens(40, 6);
+  run.submit(request(p));
+  run.wait_all();
+  auto c = run.submit(request(p));
+  run.wait_all();
+  EXPECT_EQ(c->result.cached_tokens, 0);
+  EXPECT_EQ(e.stats().kv_pages_used, 0);
+}
+
+TEST_F(PromptCacheTest, KeepWithNothingEvictableFailsCleanly) {
+  KvPool pool(config.num_layers, config.num_kv_heads, config.head_dim, 16, 8);
+  PromptCache cache(pool, *model, 2, 0);
+  std::vector<uint64_t> a(32), b(32);
+  for (size_t i = 0; i < 32; ++i) {
+    a[i] = i;
+    b[i] = 1000 + i;
+  }
+  std::vector<int32_t> pa{*pool.allocate(), *pool.allocate()}, pb{*pool.allocate(), *pool.allocate()};
+  EXPECT_EQ(cache.insert(a, 32, pa), 32);  // the budget is full and the stream still holds both pages
+  EXPECT_EQ(cache.insert(b, 32, pb), 0);   // nothing can be evicted: the keep is refused
+  EXPECT_EQ(cache.stats().device_pages, 2);
+  for (int32_t p : pa) pool.release(p);    // the first stream ends: its pages are now the cache's alone
+  EXPECT_EQ(cache.insert(b, 32, pb), 32);
+  EXPECT_EQ(cache.stats().device_pages, 2);
+  for (int32_t p : pb) pool.release(p);
+  EXPECT_EQ(pool.pages_used(), 2);
+  auto hit = cache.lookup(b, 31);
+  EXPECT_EQ(hit.positions, 31);
+  for (int32_t p : hit.pages) pool.release(p);
+  EXPECT_EQ(pool.pages_used(), 2);
+}
+
+}  // namespace
+}  // namespace fs::test
