@@ -1,0 +1,58 @@
+#pragma once
+// The few CUDA driver types and constants the host side uses, declared here so nothing needs <cuda.h>.
+// Values and layouts match the driver ABI (cuda.h, CUDA_VERSION 13000); namespaced so a TU that also includes
+// <cuda.h> sees no clash.
+#include <cstddef>
+
+namespace fs::cuda {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUdevice_attribute = int;
+using CUstreamCaptureMode = int;
+
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUevent = struct CUevent_st*;
+using CUstream = struct CUstream_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphExec = struct CUgraphExec_st*;
+
+// CUresult values.
+inline constexpr CUresult CUDA_SUCCESS = 0;
+inline constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
+inline constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;
+inline constexpr CUresult CUDA_ERROR_NOT_INITIALIZED = 3;
+inline constexpr CUresult CUDA_ERROR_STUB_LIBRARY = 34;
+inline constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
+inline constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
+inline constexpr CUresult CUDA_ERROR_INVALID_IMAGE = 200;
+inline constexpr CUresult CUDA_ERROR_INVALID_CONTEXT = 201;
+inline constexpr CUresult CUDA_ERROR_INVALID_HANDLE = 400;
+inline constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
+inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
+inline constexpr CUresult CUDA_ERROR_ILLEGAL_ADDRESS = 700;
+inline constexpr CUresult CUDA_ERROR_LAUNCH_FAILED = 719;
+inline constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
+inline constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901;
+inline constexpr CUresult CUDA_ERROR_UNKNOWN = 999;
+
+// CUdevice_attribute values.
+inline constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
+inline constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_INTEGRATED = 18;
+inline constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38;
+inline constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
+inline constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+inline constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
+
+// Flags.
+inline constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
+inline constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
+inline constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x01;
+inline constexpr CUstreamCaptureMode CU_STREAM_CAPTURE_MODE_GLOBAL = 0;
+inline constexpr CUstreamCaptureMode CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
+inline constexpr CUstreamCaptureMode CU_STREAM_CAPTURE_MODE_RELAXED = 2;
+
+}  // namespace fs::cuda
