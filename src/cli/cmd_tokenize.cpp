@@ -11,12 +11,15 @@ namespace fs::cli {
 namespace {
 
 int run_tokenize(const std::vector<std::string>& argv) {
-  Args args(argv, {"--text"}, {"--special"});
-  if (args.positionals().size() != 1 || !args.get("--text"))
+  Args args(argv, {"text"}, {"special"});
+  if (args.positionals().size() != 1 || !args.get("text"))
     throw Error("usage: foldserve tokenize MODEL_DIR --text TEXT [--special]");
   auto tok = Tokenizer::load(args.positionals()[0]);
-  auto ids = tok->encode(*args.get("--text"), args.has("--special"));
-  std::printf("%s\n", json{{"ids", ids}}.dump().c_str());
+  auto ids = tok->encode(*args.get("text"), args.has("special"));
+  // Spaced like Python's json.dumps: {"ids": [1, 2, 3]}.
+  std::string out = "{\"ids\": [";
+  for (size_t k = 0; k < ids.size(); ++k) out += (k ? ", " : "") + std::to_string(ids[k]);
+  std::printf("%s]}\n", out.c_str());
   return 0;
 }
 

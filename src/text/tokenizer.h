@@ -28,7 +28,8 @@ class Tokenizer {
   virtual const std::string& eos_token() const = 0;
 };
 
-// Streams text for generated ids: never emits part of a UTF-8 character.
+// Streams text for generated ids: never emits part of a UTF-8 character, and the pieces it returns add up to
+// tok.decode(all ids). It re-decodes a short window (the last emitted ids plus the new ones) per step.
 class IncrementalDecoder {
  public:
   explicit IncrementalDecoder(const Tokenizer& tok, bool skip_special_tokens = true);
@@ -41,7 +42,8 @@ class IncrementalDecoder {
   const Tokenizer& tok_;
   bool skip_special_;
   std::vector<int32_t> ids_;
-  size_t emitted_bytes_ = 0;
+  size_t prefix_offset_ = 0;  // window start: ids already emitted, kept as context for the decoder
+  size_t read_offset_ = 0;    // ids before this are emitted
 };
 
 }  // namespace fs
