@@ -18,3 +18,18 @@ if(NOT FOLDSERVE_CUDA STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "foldserve CUDA backend: ${FOLDSERVE_WITH_CUDA}")
+
+# Compile settings of a target holding .cu files: Hopper machine code (sm_90a), C++17 device code, and the project's warning
+# flags passed to nvcc's host compiler instead of nvcc itself.
+function(foldserve_cuda_target target)
+  set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "90a-real" CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+  get_target_property(options ${target} COMPILE_OPTIONS)
+  if(options)
+    set(cxx_options)
+    foreach(option ${options})
+      list(APPEND cxx_options "$<$<COMPILE_LANGUAGE:CXX>:${option}>")
+    endforeach()
+    set_target_properties(${target} PROPERTIES COMPILE_OPTIONS "${cxx_options}")
+  endif()
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wno-unused-parameter>)
+endfunction()

@@ -1,5 +1,6 @@
 # Compiler flags shared by every target.
-add_compile_options(-Wall -Wextra -Wno-unused-parameter)
+add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-Wall> $<$<COMPILE_LANGUAGE:CXX>:-Wextra> $<$<COMPILE_LANGUAGE:CXX>:-Wno-unused-parameter>
+  $<$<COMPILE_LANGUAGE:CXX>:-Wno-missing-field-initializers>)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   # x86-64-v3: AVX2, FMA and F16C for the CPU kernels.
   add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-march=x86-64-v3>)

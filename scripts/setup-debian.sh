@@ -22,3 +22,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+# The end-to-end tests drive the server with the official openai npm package.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+if [ ! -d "$root/tests/server/e2e/node_modules/openai" ]; then
+  npm ci --prefix "$root/tests/server/e2e" --no-audit --no-fund --loglevel=error
+fi

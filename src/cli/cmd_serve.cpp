@@ -10,6 +10,7 @@
 #include "cli/model_options.h"
 #include "core/error.h"
 #include "engine/loaded_model.h"
+#include "engine/memory_budget.h"
 #include "server/auth.h"
 #include "server/server.h"
 
@@ -29,7 +30,8 @@ LoadProgress terminal_progress() {
 int serve(const std::vector<std::string>& argv) {
   Args args(argv,
             with_model_flags({"host", "port", "api-key", "api-key-file", "request-log", "served-model-name",
-                              "max-body-bytes", "queue-limit", "max-n"}),
+                              "max-body-bytes", "queue-limit", "max-n", "prompt-cache-gib",
+                              "prompt-cache-host-gib", "memory-gib"}),
             {});
   if (args.positionals().size() > 1) throw Error("expected at most one MODEL_DIR");
   std::filesystem::path dir = args.positionals().empty() ? "" : args.positionals()[0];
@@ -56,6 +58,16 @@ int serve(const std::vector<std::string>& argv) {
     o.api_keys.insert(o.api_keys.end(), keys.begin(), keys.end());
   }
   o.request_log = args.get_or("request-log", "");
+  const double cache_gib = args.get_double("prompt-cache-gib", 1.0);
+  const double host_gib = args.get_double("prompt-cache-host-gib", 0.0);
+  const double memory_gib = args.get_double("memory-gib", 0.0);
+  o.prepare_engine = [cache_gib, host_gib, memory_gib](const LoadedModel& m, EngineOptions& eo) {
+    size_prompt_cache(eo, m.config, cache_gib, host_gib);
+    size_t available = memory_gib > 0 ? size_t(memory_gib * double(1ull << 30)) : available_ram_bytes();
+    MemoryBudget budget = cpu_budget(m.config, m.model->weight_bytes(), eo, available);
+    std::fprintf(stderr, "%s", budget.report().c_str());
+    budget.require();
+  };
   o.served_model_name = args.get_or("served-model-name", "");
 
   // SIGINT/SIGTERM are taken by a waiting thread (not a handler), which stops the server cleanly.

@@ -1,5 +1,6 @@
 #include "engine/memory_budget.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -59,6 +60,13 @@ size_t available_ram_bytes() {
   return 0;
 }
 
+void size_prompt_cache(EngineOptions& o, const ModelConfig& c, double device_gib, double host_gib) {
+  if (device_gib < 0 || host_gib < 0) throw Error("prompt-cache budgets must be ≥ 0");
+  const double page = double(KvPool::bytes_per_page(c.num_layers, c.num_kv_heads, c.head_dim, o.kv_page_tokens));
+  o.prompt_cache_pages = int(std::min(device_gib * double(1ull << 30) / page, 1e9));
+  o.prompt_cache_host_pages = int(std::min(host_gib * double(1ull << 30) / page, 1e9));
+}
+
 MemoryBudget cpu_budget(const ModelConfig& c, size_t weight_bytes, const EngineOptions& o, size_t available) {
   MemoryBudget b;
   b.where = "RAM";
@@ -70,6 +78,13 @@ MemoryBudget cpu_budget(const ModelConfig& c, size_t weight_bytes, const EngineO
   b.lines.push_back({"KV pages for " + std::to_string(o.parallel) + " streams of " + std::to_string(o.context) +
                          " positions",
                      kv});
+  const size_t page_bytes = KvPool::bytes_per_page(c.num_layers, c.num_kv_heads, c.head_dim, int(P));
+  if (o.prompt_cache_pages > 0)
+    b.lines.push_back({"prompt cache (" + std::to_string(o.prompt_cache_pages) + " pages)",
+                       size_t(o.prompt_cache_pages) * page_bytes});
+  if (o.prompt_cache_host_pages > 0)
+    b.lines.push_back({"prompt cache host tier (" + std::to_string(o.prompt_cache_host_pages) + " pages)",
+                       size_t(o.prompt_cache_host_pages) * page_bytes});
   const size_t rows = size_t(o.round_tokens) + size_t(o.parallel);
   const size_t per_row = size_t(c.hidden_size) * 4 + size_t(c.num_heads) * size_t(c.head_dim) * 2 +
                          size_t(c.num_kv_heads) * size_t(c.head_dim) * 2 + size_t(c.intermediate_size) * 2;

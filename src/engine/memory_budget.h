@@ -32,6 +32,9 @@ struct MemoryBudget {
 size_t available_ram_bytes();
 std::string format_gib(size_t bytes);
 
+// Sets the prompt cache's page budgets from GiB for this model's page size.
+void size_prompt_cache(EngineOptions& options, const ModelConfig& config, double device_gib, double host_gib);
+
 // Budget of a CPU engine for `options` on `config` with `weight_bytes` of weights.
 MemoryBudget cpu_budget(const ModelConfig& config, size_t weight_bytes, const EngineOptions& options,
                         size_t available);

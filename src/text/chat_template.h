@@ -1,24 +1,21 @@
 #pragma once
 // A model's chat template (Jinja) rendered by our own engine, as transformers renders it.
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
+#include "text/jinja/error.h"
 
 namespace fs {
-
-// A template that raised (raise_exception) or failed to render; the message is the template's own.
-struct TemplateError : Error {
-  using Error::Error;
-};
 
 class ChatTemplate {
  public:
   // Finds the template in DIR: chat_template.jinja, chat_template.json, or tokenizer_config.json's
   // "chat_template" (a string or a list of {name, template}; "default" is used). nullopt when there is none.
+  // bos/eos tokens come from tokenizer_config.json. Throws TemplateError when the template does not parse.
   static std::optional<ChatTemplate> load(const std::filesystem::path& dir);
   explicit ChatTemplate(std::string source, std::string bos_token = "", std::string eos_token = "");
   ChatTemplate(ChatTemplate&&) noexcept;
@@ -26,8 +23,17 @@ class ChatTemplate {
   ~ChatTemplate();
 
   // messages: array; tools: array or null; kwargs: object of extra variables (enable_thinking, ...).
+  // Throws TemplateError (raise_exception's message, a runtime error, or a limit reached).
+  // The ordered_json form keeps the caller's key order, which `tojson` output shows (as Python dicts do).
+  std::string render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                     bool add_generation_prompt,
+                     const nlohmann::ordered_json& kwargs = nlohmann::ordered_json::object()) const;
   std::string render(const nlohmann::json& messages, const nlohmann::json& tools, bool add_generation_prompt,
                      const nlohmann::json& kwargs = nlohmann::json::object()) const;
+
+  const std::string& source() const;
+  const std::string& bos_token() const;
+  const std::string& eos_token() const;
 
  private:
   struct Impl;

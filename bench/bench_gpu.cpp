@@ -1,0 +1,207 @@
+// GPU benchmark in one run: device copy bandwidth, batch-1 decode tok/s against the weight-streaming floor,
+// prefill tok/s, and aggregate decode tok/s of an engine at 1..64 streams with the token_sha256 of each run.
+// Usage: bench_gpu CHECKPOINT [--decode N] [--prefill N] [--reply N] [--max-streams N]
+//        bench_gpu --make-like NAME [--layers N] OUT   (writes the random checkpoint first, then measures it)
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/sha256.h"
+#include "engine/engine.h"
+#include "io/safetensors.h"
+#include "models/checkpoint_maker.h"
+#include "models/kv_pool.h"
+#include "models/model.h"
+
+#ifdef FOLDSERVE_WITH_CUDA
+#include "backends/cuda/host/check.h"
+#include "backends/cuda/host/device.h"
+#include "backends/cuda/host/device_arena.h"
+#include "backends/cuda/host/stream.h"
+#include "backends/cuda/kernels/cuda_model.h"
+
+namespace fs {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Device-to-device copy rate, counting bytes read plus bytes written.
+double copy_bandwidth() {
+  cuda::Device device(0);
+  cuda::Stream stream;
+  const size_t bytes = size_t{2} << 30;
+  cuda::DeviceArena arena(2 * bytes + 4096, "copy benchmark");
+  auto a = arena.allocate(bytes, "source"), b = arena.allocate(bytes, "destination");
+  FS_CU(memset_d8_async, a.ptr, 0x5a, bytes, stream.handle());
+  for (int i = 0; i < 2; ++i) FS_CU(memcpy_dtod_async, b.ptr, a.ptr, bytes, stream.handle());
+  stream.synchronize();
+  const int reps = 20;
+  auto t = Clock::now();
+  for (int i = 0; i < reps; ++i) FS_CU(memcpy_dtod_async, b.ptr, a.ptr, bytes, stream.handle());
+  stream.synchronize();
+  return 2.0 * double(bytes) * reps / seconds_since(t);
+}
+
+std::vector<int32_t> random_ids(std::mt19937& rng, int n, int vocab) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& t : ids) t = std::uniform_int_distribution<int32_t>(0, vocab - 1)(rng);
+  return ids;
+}
+
+struct Direct {
+  Model& model;
+  KvPool pool;
+  std::vector<int32_t> pages;
+  Direct(Model& m, int positions)
+      : model(m), pool(m.config().num_layers, m.config().num_kv_heads, m.config().head_dim, 16, positions / 16 + 1, false) {
+    model.attach_pool(pool);
+    for (int i = 0; i < positions / 16 + 1; ++i) pages.push_back(*pool.allocate());
+  }
+  std::vector<float> run(const std::vector<int32_t>& ids, int start) {
+    SequenceChunk c{ids, start, pages};
+    return model.forward(std::span<const SequenceChunk>(&c, 1), pool);
+  }
+};
+
+// Aggregate decode rate of `streams` greedy requests run together, and the sha256 of their token ids.
+std::pair<double, std::string> engine_run(Model& model, int streams, int prompt, int reply) {
+  EngineOptions o;
+  o.parallel = streams;
+  o.context = prompt + reply + 16;
+  o.prefill_chunk = 256;
+  o.round_tokens = std::max(512, streams * 2);
+  o.queue_limit = streams;
+  Engine engine(model, o);
+  std::mt19937 rng(42);
+  std::mutex mu;
+  std::condition_variable cv;
+  int pending = streams;
+  std::vector<std::vector<int32_t>> ids(static_cast<size_t>(streams));
+  auto t = Clock::now();
+  for (int s = 0; s < streams; ++s) {
+    GenerationRequest r;
+    r.prompt = random_ids(rng, prompt, model.config().vocab_size);
+    r.max_tokens = reply;
+    r.sampling.temperature = 0.0f;
+    r.on_token = [&, s](const SampledToken& tok) {
+      std::lock_guard lock(mu);
+      ids[size_t(s)].push_back(tok.id);
+      return true;
+    };
+    r.on_done = [&](const GenerationResult&) {
+      std::lock_guard lock(mu);
+      --pending;
+      cv.notify_all();
+    };
+    if (!engine.submit(std::move(r))) throw Error("engine queue refused a benchmark stream");
+  }
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return pending == 0; });
+  const double wall = seconds_since(t);
+  Sha256 sha;
+  size_t tokens = 0;
+  for (const auto& v : ids) {
+    sha.update(v.data(), v.size() * sizeof(int32_t));
+    tokens += v.size();
+  }
+  return {double(tokens) / wall, Sha256::hex(sha.finish())};
+}
+
+int bench(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string dir, like;
+  int decode = 128, prefill = 2048, reply = 64, max_streams = 64, layers = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto next = [&] { return i + 1 < args.size() ? args[++i] : throw Error("missing value after " + args[i]); };
+    if (args[i] == "--decode") decode = std::stoi(next());
+    else if (args[i] == "--prefill") prefill = std::stoi(next());
+    else if (args[i] == "--reply") reply = std::stoi(next());
+    else if (args[i] == "--max-streams") max_streams = std::stoi(next());
+    else if (args[i] == "--make-like") like = next();
+    else if (args[i] == "--layers") layers = std::stoi(next());
+    else dir = args[i];
+  }
+  if (dir.empty()) throw Error("usage: bench_gpu [--make-like NAME [--layers N]] CHECKPOINT_DIR [options]");
+  if (!cuda_device_available()) throw Error("no CUDA device");
+  if (!like.empty()) {
+    auto t = Clock::now();
+    auto config = preset_config(like);
+    if (layers > 0) config["num_hidden_layers"] = layers;
+    make_checkpoint(config, dir, MakeCheckpointOptions{});
+    std::printf("checkpoint %s (like %s, %d layers) written in %.1f s\n", dir.c_str(), like.c_str(),
+                int(config["num_hidden_layers"]), seconds_since(t));
+  }
+  const double bw = copy_bandwidth();
+  std::printf("device copy bandwidth (read + write): %.0f GB/s\n", bw / 1e9);
+  auto t = Clock::now();
+  ModelConfig config = load_model_config(dir);
+  auto model = create_cuda_model(config, Checkpoint::open(dir));
+  std::printf("model loaded in %.1f s: %d layers, hidden %d, %.2f GB of bf16 matrices\n", seconds_since(t),
+              config.num_layers, config.hidden_size, double(model->weight_bytes()) / 1e9);
+  std::mt19937 rng(1);
+  {
+    Direct d(*model, prefill + 64);
+    auto ids = random_ids(rng, prefill, config.vocab_size);
+    d.run(ids, 0);
+    std::vector<double> times;
+    for (int i = 0; i < 3; ++i) {
+      auto s = Clock::now();
+      d.run(ids, 0);
+      times.push_back(seconds_since(s));
+    }
+    std::sort(times.begin(), times.end());
+    std::printf("prefill %d tokens: %.1f ms, %.0f tok/s\n", prefill, times[1] * 1e3, prefill / times[1]);
+  }
+  {
+    Direct d(*model, 64 + decode + 16);
+    auto ids = random_ids(rng, 32, config.vocab_size);
+    auto logits = d.run(ids, 0);
+    int pos = int(ids.size());
+    Sha256 sha;
+    Clock::time_point s;
+    for (int i = 0; i < decode + 8; ++i) {
+      if (i == 8) s = Clock::now();  // the first steps warm up
+      int32_t id = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      sha.update(&id, sizeof id);
+      logits = d.run({id}, pos++);
+    }
+    const double rate = decode / seconds_since(s);
+    const double floor_rate = bw / double(model->weight_bytes());
+    std::printf("batch-1 decode: %.1f tok/s; floor %.1f tok/s (weight bytes / copy rate); fraction %.2f; "
+                "token_sha256 %s\n",
+                rate, floor_rate, rate / floor_rate, Sha256::hex(sha.finish()).c_str());
+  }
+  std::printf("%8s %14s  %s\n", "streams", "decode tok/s", "token_sha256");
+  for (int n = 1; n <= max_streams; n *= 2) {
+    auto [rate, sha] = engine_run(*model, n, 32, reply);
+    std::printf("%8d %14.1f  %s\n", n, rate, sha.c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace fs
+
+int main(int argc, char** argv) {
+  try {
+    return fs::bench(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_gpu: %s\n", e.what());
+    return 1;
+  }
+}
+#else
+int main() {
+  std::fprintf(stderr, "bench_gpu: this build has no CUDA backend\n");
+  return 1;
+}
+#endif

@@ -1,0 +1,137 @@
+// Per-head q/k norm + RoPE + KV store, and causal GQA attention over the paged KV cache. One warp per (row, head);
+// keys are visited in position order in tiles of 32, so a row's arithmetic depends only on its own key count.
+#include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/ops.h"
+
+namespace fs::cuda::kernels {
+
+namespace {
+
+constexpr int kMaxHeadDim = 256;
+constexpr int kPerLane = kMaxHeadDim / 32;
+
+__global__ void qkv_rope_store_kernel(const float* qkv, HeadShape shape, const float* q_norm, const float* k_norm,
+                                      float eps, const float* cos, const float* sin, PagedKv kv, float* q) {
+  __shared__ float v[kMaxHeadDim];
+  const int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
+  const int hd = shape.head_dim, half = hd / 2, kv_width = shape.kv_heads * hd;
+  const bool is_q = h < shape.heads;
+  const int g = h - shape.heads;
+  const size_t row_width = size_t(shape.heads * hd + 2 * kv_width);
+  const float* src = qkv + size_t(r) * row_width + (is_q ? size_t(h) * hd : size_t(shape.heads * hd + g * hd));
+  const float* norm = is_q ? q_norm : k_norm;
+  float inv = 1.0f;
+  if (norm) {
+    float s = 0.0f;
+    for (int d = lane; d < hd; d += 32) s = fmaf(src[d], src[d], s);
+    inv = 1.0f / sqrtf(warp_sum(s) / float(hd) + eps);
+  }
+  for (int d = lane; d < hd; d += 32) v[d] = norm ? norm[d] * (src[d] * inv) : src[d];
+  __syncwarp();
+  const float* c = cos + size_t(r) * half;
+  const float* s = sin + size_t(r) * half;
+  const size_t slot = size_t(kv.row_slot[r]);
+  for (int i = lane; i < half; i += 32) {
+    const float a = v[i], b = v[i + half];
+    const float lo = a * c[i] - b * s[i], hi = b * c[i] + a * s[i];
+    if (is_q) {
+      float* out = q + (size_t(r) * shape.heads + h) * hd;
+      out[i] = lo;
+      out[i + half] = hi;
+    } else {
+      uint16_t* out = kv.keys + slot * kv_width + size_t(g) * hd;
+      out[i] = f32_to_bf16_bits(lo);
+      out[i + half] = f32_to_bf16_bits(hi);
+    }
+  }
+  if (!is_q) {
+    const float* vs = src + kv_width;
+    uint16_t* out = kv.values + slot * kv_width + size_t(g) * hd;
+    for (int d = lane; d < hd; d += 32) out[d] = f32_to_bf16_bits(vs[d]);
+  }
+}
+
+__global__ void attention_kernel(const float* q, HeadShape shape, PagedKv kv, float scale, uint16_t* out) {
+  __shared__ float qs[kMaxHeadDim];
+  const int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
+  const int hd = shape.head_dim, kv_width = shape.kv_heads * hd;
+  const int g = h / (shape.heads / shape.kv_heads);
+  const float* qh = q + (size_t(r) * shape.heads + h) * hd;
+  for (int d = lane; d < hd; d += 32) qs[d] = qh[d];
+  __syncwarp();
+  const int n = kv.row_keys[r], P = kv.page_tokens;
+  const int32_t* table = kv.pages + kv.row_table[r];
+  float m = -INFINITY, l = 0.0f, acc[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) acc[i] = 0.0f;
+  for (int base = 0; base < n; base += 32) {
+    const int j = base + lane;
+    float score = -INFINITY;
+    size_t slot = 0;
+    if (j < n) {
+      slot = size_t(table[j / P]) * P + size_t(j % P);
+      const __nv_bfloat162* k2 = reinterpret_cast<const __nv_bfloat162*>(kv.keys + slot * kv_width + size_t(g) * hd);
+      float dot = 0.0f;
+      for (int d = 0; d < hd / 2; ++d) {
+        const float2 kf = __bfloat1622float2(k2[d]);
+        dot = fmaf(qs[2 * d], kf.x, dot);
+        dot = fmaf(qs[2 * d + 1], kf.y, dot);
+      }
+      score = dot * scale;
+    }
+    const float m_new = fmaxf(m, warp_max(score));
+    const float p = j < n ? expf(score - m_new) : 0.0f;
+    const float correction = expf(m - m_new);
+    l = l * correction + warp_sum(p);
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) acc[i] *= correction;
+    const int count = min(32, n - base);
+    for (int t = 0; t < count; ++t) {
+      const float pt = __shfl_sync(0xffffffffu, p, t);
+      const size_t st = __shfl_sync(0xffffffffu, slot, t);
+      const uint16_t* vt = kv.values + st * kv_width + size_t(g) * hd;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int d = lane + 32 * i;
+        if (d < hd) acc[i] = fmaf(pt, bf16_bits_to_f32(vt[d]), acc[i]);
+      }
+    }
+    m = m_new;
+  }
+  uint16_t* o = out + (size_t(r) * shape.heads + h) * hd;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int d = lane + 32 * i;
+    if (d < hd) o[d] = f32_to_bf16_bits(acc[i] / l);
+  }
+}
+
+void check_shape(HeadShape shape) {
+  if (shape.head_dim > kMaxHeadDim || shape.head_dim % 2 != 0 || shape.kv_heads <= 0 ||
+      shape.heads % shape.kv_heads != 0)
+    throw Error("the CUDA attention kernels need an even head_dim up to " + std::to_string(kMaxHeadDim) +
+                " and heads divisible by kv_heads (got head_dim " + std::to_string(shape.head_dim) + ", " +
+                std::to_string(shape.heads) + "/" + std::to_string(shape.kv_heads) + " heads)");
+}
+
+}  // namespace
+
+void qkv_rope_store(const float* qkv, int rows, HeadShape shape, const float* q_norm, const float* k_norm, float eps,
+                    const float* cos, const float* sin, const PagedKv& kv, float* q, void* stream) {
+  check_shape(shape);
+  if (rows == 0) return;
+  dim3 grid(rows, shape.heads + shape.kv_heads);
+  qkv_rope_store_kernel<<<grid, 32, 0, as_runtime(stream)>>>(qkv, shape, q_norm, k_norm, eps, cos, sin, kv, q);
+  check_launch("qkv_rope_store");
+}
+
+void attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, uint16_t* out,
+               void* stream) {
+  check_shape(shape);
+  if (rows == 0) return;
+  dim3 grid(rows, shape.heads);
+  attention_kernel<<<grid, 32, 0, as_runtime(stream)>>>(q, shape, kv, scale, out);
+  check_launch("attention");
+}
+
+}  // namespace fs::cuda::kernels

@@ -1,0 +1,39 @@
+#pragma once
+// Shared device helpers of the CUDA kernels: bf16 conversion, fixed-order warp reductions, launch checks.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "backends/cuda/host/driver_types.h"
+#include "core/error.h"
+
+namespace fs::cuda::kernels {
+
+inline cudaStream_t as_runtime(void* s) { return reinterpret_cast<cudaStream_t>(s); }
+
+// Throws fs::Error naming the kernel when its launch was refused.
+inline void check_launch(const char* kernel) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) throw Error(std::string("CUDA kernel ") + kernel + " failed to launch: " + cudaGetErrorString(e));
+}
+
+__device__ __forceinline__ float bf16_bits_to_f32(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
+
+__device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+// Tree sum over the warp into lane 0, then broadcast: every lane gets the same bits.
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  return __shfl_sync(0xffffffffu, v, 0);
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+}  // namespace fs::cuda::kernels

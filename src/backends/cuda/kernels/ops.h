@@ -1,0 +1,55 @@
+#pragma once
+// Host entry points of the CUDA kernels. bf16 tensors are uint16_t storage, accumulation is fp32, and every
+// kernel computes each row from that row's own sizes only, so a row's bits never depend on the batch around it.
+// Pointers are device addresses; every call queues work on `stream` (a CUstream passed as void*, because nvcc
+// declares its own CUstream_st before any header) and throws fs::Error if the launch fails.
+#include <cstdint>
+
+#include "backends/cuda/host/driver_types.h"
+
+namespace fs::cuda::kernels {
+
+// out[r, :] = table[ids[r], :] as floats.
+void embedding(const uint16_t* table, const int32_t* ids, int rows, int dim, float* out, void* stream);
+
+// y[r] = weight · x[src(r)] / sqrt(mean(x[src(r)]²) + eps), src(r) = gather ? gather[r] : r; bf16 or f32 out.
+void rmsnorm_bf16(const float* x, const int32_t* gather, const float* weight, int rows, int dim, float eps,
+                  uint16_t* y, void* stream);
+void rmsnorm_f32(const float* x, const int32_t* gather, const float* weight, int rows, int dim, float eps, float* y,
+                 void* stream);
+
+// Where the new rows' keys and values go and what each row attends to.
+struct PagedKv {
+  uint16_t* keys = nullptr;    // this layer's keys, [slots, kv_heads * head_dim] bf16
+  uint16_t* values = nullptr;  // this layer's values, same layout
+  const int32_t* row_slot = nullptr;    // slot (page * page_tokens + position % page_tokens) of each new row
+  const int32_t* row_keys = nullptr;    // keys each row attends to (its position + 1)
+  const int32_t* row_table = nullptr;   // offset of each row's page table in `pages`
+  const int32_t* pages = nullptr;       // concatenated page tables
+  int page_tokens = 0;
+};
+
+struct HeadShape {
+  int heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+};
+
+// Splits qkv[rows, (heads + 2·kv_heads)·head_dim] into q (f32 [rows, heads, head_dim]) and the cache: optional
+// per-head RMSNorm on q and k (q_norm/k_norm null → none), rotate-half RoPE with cos/sin[rows, head_dim/2] on q and k.
+void qkv_rope_store(const float* qkv, int rows, HeadShape shape, const float* q_norm, const float* k_norm, float eps,
+                    const float* cos, const float* sin, const PagedKv& kv, float* q, void* stream);
+
+// Causal GQA attention of each row over its own keys 0..row_keys-1 in position order; out bf16 [rows, heads·hd].
+void attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, uint16_t* out,
+               void* stream);
+
+// out[r, f] = silu(gu[r, f]) · gu[r, F + f] as bf16, gu f32 [rows, 2F].
+void swiglu(const float* gu, int rows, int ffn, uint16_t* out, void* stream);
+
+// y[m, n] (=|+=) Σ_k x[m, k]·w[n, k] (+ bias[n]); x, w bf16 row-major, y f32. Every element's sum runs over k
+// in the same order whatever m is. k must be a multiple of 8 and x, w 16-byte aligned.
+void gemm(const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k, bool accumulate,
+          void* stream);
+
+}  // namespace fs::cuda::kernels

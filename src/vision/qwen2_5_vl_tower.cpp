@@ -1,0 +1,181 @@
+#include "vision/qwen2_5_vl_tower.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/ops.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "io/safetensors.h"
+#include "models/weights_loader.h"
+
+namespace fs::vision {
+
+namespace {
+
+// The conv3d kernel [hidden, channels, temporal, patch, patch] flattened to a [hidden, patch_dim] matrix.
+WeightMatrix load_patch_embed(const Checkpoint& ck, const std::string& name, int hidden, const VisionTowerConfig& c) {
+  TensorView t = ck.get(name);
+  const std::vector<int64_t> want{hidden, c.in_channels, c.temporal_patch_size, c.patch_size, c.patch_size};
+  if (t.shape() != want) throw Error(ck.dir().string() + ": tensor " + name + " does not have the conv3d shape of vision_config");
+  if (t.dtype() != DType::BF16 && t.dtype() != DType::F32 && t.dtype() != DType::F16)
+    throw Error(ck.dir().string() + ": tensor " + name + " has an unsupported dtype");
+  auto buf = std::make_shared<std::vector<float>>(size_t(hidden) * size_t(c.patch_dim()));
+  const auto* bytes = static_cast<const uint8_t*>(t.data);
+  for (size_t i = 0; i < buf->size(); ++i) {
+    if (t.dtype() == DType::F32) {
+      std::memcpy(&(*buf)[i], bytes + i * 4, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, bytes + i * 2, 2);
+      (*buf)[i] = t.dtype() == DType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+    }
+  }
+  WeightMatrix w;
+  w.dtype = DType::F32;
+  w.rows = hidden;
+  w.cols = c.patch_dim();
+  w.data = buf->data();
+  w.owned = std::move(buf);
+  return w;
+}
+
+void add_in_place(std::vector<float>& x, const std::vector<float>& y) {
+  for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+}
+
+// Softmax attention of every query over the keys of its own segment (bounds), per head; q/k/v [tokens, heads·hd].
+void segment_attention(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                       const std::vector<int>& bounds, int tokens, int heads, int hd, std::vector<float>& out) {
+  std::vector<int> segment_of(static_cast<size_t>(tokens), 0);
+  for (size_t s = 0; s + 1 < bounds.size(); ++s)
+    for (int t = bounds[s]; t < bounds[s + 1]; ++t) segment_of[size_t(t)] = int(s);
+  const float scale = 1.0f / std::sqrt(float(hd));
+  const size_t stride = size_t(heads) * size_t(hd);
+  ThreadPool::global().parallel_for(size_t(tokens) * size_t(heads), [&](size_t begin, size_t end) {
+    std::vector<float> scores;
+    for (size_t item = begin; item < end; ++item) {
+      const size_t t = item / size_t(heads), h = item % size_t(heads);
+      const int s = segment_of[t], lo = bounds[size_t(s)], n = bounds[size_t(s) + 1] - lo;
+      const float* qh = &q[t * stride + h * size_t(hd)];
+      scores.resize(size_t(n));
+      float mx = -INFINITY;
+      for (int j = 0; j < n; ++j) {
+        scores[size_t(j)] = cpu::dot(qh, &k[size_t(lo + j) * stride + h * size_t(hd)], hd) * scale;
+        mx = std::max(mx, scores[size_t(j)]);
+      }
+      float sum = 0;
+      for (int j = 0; j < n; ++j) sum += (scores[size_t(j)] = std::exp(scores[size_t(j)] - mx));
+      float* o = &out[t * stride + h * size_t(hd)];
+      std::fill_n(o, hd, 0.0f);
+      for (int j = 0; j < n; ++j) cpu::axpy(scores[size_t(j)] / sum, &v[size_t(lo + j) * stride + h * size_t(hd)], o, hd);
+    }
+  });
+}
+
+}  // namespace
+
+Qwen25VisionTower::Qwen25VisionTower(const VisionTowerConfig& c, std::shared_ptr<Checkpoint> ck)
+    : config_(c), ck_(std::move(ck)) {
+  const std::string p = ck_->has("visual.patch_embed.proj.weight") ? "visual." : "model.visual.";
+  const int H = c.hidden_size, F = c.intermediate_size, M = H * c.merge_unit();
+  patch_embed_ = load_patch_embed(*ck_, p + "patch_embed.proj.weight", H, c);
+  for (int i = 0; i < c.depth; ++i) {
+    const std::string b = p + "blocks." + std::to_string(i) + ".";
+    VisionBlockWeights w;
+    w.norm1 = load_vector(*ck_, b + "norm1.weight", H);
+    w.norm2 = load_vector(*ck_, b + "norm2.weight", H);
+    w.qkv = load_matrix(*ck_, b + "attn.qkv.weight", 3 * H, H);
+    w.qkv_bias = load_vector(*ck_, b + "attn.qkv.bias", 3 * H);
+    w.proj = load_matrix(*ck_, b + "attn.proj.weight", H, H);
+    w.proj_bias = load_vector(*ck_, b + "attn.proj.bias", H);
+    w.gate = load_matrix(*ck_, b + "mlp.gate_proj.weight", F, H);
+    w.gate_bias = load_vector(*ck_, b + "mlp.gate_proj.bias", F);
+    w.up = load_matrix(*ck_, b + "mlp.up_proj.weight", F, H);
+    w.up_bias = load_vector(*ck_, b + "mlp.up_proj.bias", F);
+    w.down = load_matrix(*ck_, b + "mlp.down_proj.weight", H, F);
+    w.down_bias = load_vector(*ck_, b + "mlp.down_proj.bias", H);
+    blocks_.push_back(std::move(w));
+  }
+  merger_.ln_q = load_vector(*ck_, p + "merger.ln_q.weight", H);
+  merger_.fc1 = load_matrix(*ck_, p + "merger.mlp.0.weight", M, M);
+  merger_.fc1_bias = load_vector(*ck_, p + "merger.mlp.0.bias", M);
+  merger_.fc2 = load_matrix(*ck_, p + "merger.mlp.2.weight", c.out_hidden_size, M);
+  merger_.fc2_bias = load_vector(*ck_, p + "merger.mlp.2.bias", c.out_hidden_size);
+}
+
+size_t Qwen25VisionTower::weight_bytes() const {
+  size_t n = patch_embed_.bytes() + merger_.fc1.bytes() + merger_.fc2.bytes();
+  for (const auto& b : blocks_) n += b.qkv.bytes() + b.proj.bytes() + b.gate.bytes() + b.up.bytes() + b.down.bytes();
+  return n;
+}
+
+std::vector<float> Qwen25VisionTower::patch_embed(const PixelPatches& px, const WindowPlan& plan) const {
+  const int T = plan.tokens, D = config_.patch_dim(), H = config_.hidden_size, unit = config_.merge_unit();
+  if (px.patch_dim != D || px.values.size() != size_t(T) * size_t(D))
+    throw Error("pixel patches do not match the vision tower (" + std::to_string(px.patch_dim) + " values per patch, " +
+                std::to_string(D) + " expected)");
+  // Gather the patches into window order first; the embedding is row-wise, so order does not change any row.
+  std::vector<float> ordered(px.values.size());
+  size_t row = 0;
+  for (int u : plan.window_index)
+    for (int k = 0; k < unit; ++k, ++row)
+      std::copy_n(&px.values[(size_t(u) * unit + size_t(k)) * D], D, &ordered[row * size_t(D)]);
+  std::vector<float> hidden(size_t(T) * size_t(H));
+  cpu::matmul(ordered.data(), T, patch_embed_, nullptr, hidden.data());
+  return hidden;
+}
+
+void Qwen25VisionTower::block(int index, const WindowPlan& plan, std::vector<float>& x) const {
+  const VisionBlockWeights& w = blocks_.at(size_t(index));
+  const int T = plan.tokens, H = config_.hidden_size, F = config_.intermediate_size;
+  const int heads = config_.num_heads, hd = config_.head_dim();
+  const float eps = config_.rms_norm_eps;
+  std::vector<float> xn(x.size()), qkv(size_t(T) * 3 * H), q(x.size()), k(x.size()), v(x.size()), attn(x.size());
+  cpu::rmsnorm(x.data(), w.norm1.data(), T, H, eps, xn.data());
+  cpu::matmul(xn.data(), T, w.qkv, w.qkv_bias.data(), qkv.data());
+  for (int t = 0; t < T; ++t) {
+    const float* r = &qkv[size_t(t) * 3 * H];
+    std::copy_n(r, H, &q[size_t(t) * H]);
+    std::copy_n(r + H, H, &k[size_t(t) * H]);
+    std::copy_n(r + 2 * H, H, &v[size_t(t) * H]);
+  }
+  cpu::rope(q.data(), T, heads, hd, plan.cos.data(), plan.sin.data());
+  cpu::rope(k.data(), T, heads, hd, plan.cos.data(), plan.sin.data());
+  const auto& bounds = config_.full_attention(index) ? plan.frame_bounds : plan.window_bounds;
+  segment_attention(q, k, v, bounds, T, heads, hd, attn);
+  cpu::matmul(attn.data(), T, w.proj, w.proj_bias.data(), xn.data());
+  add_in_place(x, xn);
+  std::vector<float> gate(size_t(T) * F), up(size_t(T) * F);
+  cpu::rmsnorm(x.data(), w.norm2.data(), T, H, eps, xn.data());
+  cpu::matmul(xn.data(), T, w.gate, w.gate_bias.data(), gate.data());
+  cpu::matmul(xn.data(), T, w.up, w.up_bias.data(), up.data());
+  cpu::swiglu(gate.data(), up.data(), gate.size(), gate.data());
+  cpu::matmul(gate.data(), T, w.down, w.down_bias.data(), xn.data());
+  add_in_place(x, xn);
+}
+
+std::vector<float> Qwen25VisionTower::merge(const WindowPlan& plan, const std::vector<float>& x) const {
+  const int T = plan.tokens, H = config_.hidden_size, unit = config_.merge_unit(), U = T / unit;
+  const int M = H * unit, O = config_.out_hidden_size;
+  std::vector<float> xn(x.size()), mid(size_t(U) * M), merged(size_t(U) * O);
+  cpu::rmsnorm(x.data(), merger_.ln_q.data(), T, H, config_.rms_norm_eps, xn.data());
+  cpu::matmul(xn.data(), U, merger_.fc1, merger_.fc1_bias.data(), mid.data());
+  for (float& m : mid) m = 0.5f * m * (1.0f + std::erf(m * float(M_SQRT1_2)));
+  cpu::matmul(mid.data(), U, merger_.fc2, merger_.fc2_bias.data(), merged.data());
+  // Undo the window reordering: window slot i holds merged unit window_index[i].
+  std::vector<float> out(merged.size());
+  for (int i = 0; i < U; ++i)
+    std::copy_n(&merged[size_t(i) * O], O, &out[size_t(plan.window_index[size_t(i)]) * O]);
+  return out;
+}
+
+std::vector<float> Qwen25VisionTower::encode(const PixelPatches& patches) const {
+  WindowPlan plan = plan_windows(patches.grid, config_);
+  std::vector<float> hidden = patch_embed(patches, plan);
+  for (int i = 0; i < config_.depth; ++i) block(i, plan, hidden);
+  return merge(plan, hidden);
+}
+
+}  // namespace fs::vision

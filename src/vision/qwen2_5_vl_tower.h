@@ -1,0 +1,55 @@
+#pragma once
+// The Qwen2.5-VL vision tower on the CPU, as separate units (patch embedding, each block, the merger) so that a
+// staged-weights or device version can run them one at a time.
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/weight.h"
+#include "vision/image_processor.h"
+#include "vision/vision_tower_config.h"
+#include "vision/window_plan.h"
+
+namespace fs {
+class Checkpoint;
+}
+
+namespace fs::vision {
+
+struct VisionBlockWeights {
+  std::vector<float> norm1, norm2, qkv_bias, proj_bias, gate_bias, up_bias, down_bias;
+  WeightMatrix qkv, proj, gate, up, down;
+};
+
+struct VisionMergerWeights {
+  std::vector<float> ln_q, fc1_bias, fc2_bias;
+  WeightMatrix fc1, fc2;
+};
+
+class Qwen25VisionTower {
+ public:
+  // Loads `visual.*` (or `model.visual.*`) tensors; throws fs::Error naming a missing or misshapen tensor.
+  Qwen25VisionTower(const VisionTowerConfig& config, std::shared_ptr<Checkpoint> checkpoint);
+
+  const VisionTowerConfig& config() const { return config_; }
+  int units() const { return config_.depth + 2; }  // patch embedding, blocks, merger
+  size_t weight_bytes() const;
+
+  // Merged image features [patches / merge_unit, out_hidden_size] in raster order of merged units.
+  std::vector<float> encode(const PixelPatches& patches) const;
+
+  // The units, for callers that schedule them: hidden states are [tokens, hidden_size] in window order.
+  std::vector<float> patch_embed(const PixelPatches& patches, const WindowPlan& plan) const;
+  void block(int index, const WindowPlan& plan, std::vector<float>& hidden) const;
+  std::vector<float> merge(const WindowPlan& plan, const std::vector<float>& hidden) const;
+
+ private:
+  VisionTowerConfig config_;
+  std::shared_ptr<Checkpoint> ck_;
+  WeightMatrix patch_embed_;
+  std::vector<VisionBlockWeights> blocks_;
+  VisionMergerWeights merger_;
+};
+
+}  // namespace fs::vision

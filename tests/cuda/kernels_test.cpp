@@ -1,0 +1,125 @@
+// Each CUDA kernel against a plain CPU loop on random inputs of several shapes, and the GEMM's batch invariance.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/ops.h"
+#include "backends/cuda/kernels/ops.h"
+#include "core/dtype.h"
+#include "gpu_fixture.h"
+#include "support/fixtures.h"
+
+namespace fs::test {
+
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = f32_to_bf16(v[i]);
+  return out;
+}
+
+std::vector<float> from_bf16(const std::vector<uint16_t>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = bf16_to_f32(v[i]);
+  return out;
+}
+
+namespace {
+
+namespace k = cuda::kernels;
+
+struct GemmShape {
+  int m, n, k;
+};
+
+TEST(CudaKernels, GemmMatchesDoubleReference) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(1);
+  for (GemmShape s : {GemmShape{1, 64, 64}, {5, 100, 48}, {17, 300, 96}, {64, 128, 1024}, {130, 257, 80},
+                      {300, 512, 392}, {1, 4096, 4096}}) {
+    SCOPED_TRACE("m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k));
+    auto x = from_bf16(to_bf16(random_floats(rng, size_t(s.m) * s.k)));
+    auto w = from_bf16(to_bf16(random_floats(rng, size_t(s.n) * s.k, 0.05f)));
+    auto bias = random_floats(rng, size_t(s.n));
+    auto base = random_floats(rng, size_t(s.m) * s.n);
+    float* y = gpu.upload(base);
+    k::gemm(gpu.upload(to_bf16(x)), gpu.upload(to_bf16(w)), gpu.upload(bias), y, s.m, s.n, s.k, true, gpu.stream());
+    auto got = gpu.download(y, size_t(s.m) * s.n);
+    std::vector<float> want(got.size());
+    for (int i = 0; i < s.m; ++i)
+      for (int j = 0; j < s.n; ++j) {
+        double acc = 0;
+        for (int t = 0; t < s.k; ++t) acc += double(x[size_t(i) * s.k + t]) * w[size_t(j) * s.k + t];
+        want[size_t(i) * s.n + j] = float(base[size_t(i) * s.n + j] + (acc + bias[size_t(j)]));
+      }
+    EXPECT_LE(rel_l2(got, want), 1e-5);
+  }
+}
+
+TEST(CudaKernels, GemmRowBitsDoNotDependOnRowCount) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(2);
+  const int M = 200, N = 777, K = 520;
+  auto x = to_bf16(random_floats(rng, size_t(M) * K));
+  auto w = to_bf16(random_floats(rng, size_t(N) * K, 0.05f));
+  uint16_t* xd = gpu.upload(x);
+  uint16_t* wd = gpu.upload(w);
+  float* full = gpu.poisoned<float>(size_t(M) * N);
+  k::gemm(xd, wd, nullptr, full, M, N, K, false, gpu.stream());
+  auto want = gpu.download(full, size_t(M) * N);
+  for (float v : want) ASSERT_FALSE(std::isnan(v));
+  for (int first : {0, 3, 150, 199})
+    for (int m : {1, 2, 15, 16, 17, 40, 64, 65, 130}) {
+      if (first + m > M) continue;
+      SCOPED_TRACE("rows " + std::to_string(first) + ".." + std::to_string(first + m));
+      float* part = gpu.poisoned<float>(size_t(m) * N);
+      k::gemm(xd + size_t(first) * K, wd, nullptr, part, m, N, K, false, gpu.stream());
+      auto got = gpu.download(part, size_t(m) * N);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data() + size_t(first) * N, got.size() * sizeof(float)));
+    }
+}
+
+TEST(CudaKernels, EmbeddingRmsnormSwiglu) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(3);
+  for (int dim : {32, 48, 384, 4096}) {
+    SCOPED_TRACE("dim " + std::to_string(dim));
+    const int vocab = 50, rows = 7;
+    auto table = to_bf16(random_floats(rng, size_t(vocab) * dim));
+    std::vector<int32_t> ids = {3, 0, 49, 3, 17, 8, 22};
+    float* x = gpu.poisoned<float>(size_t(rows) * dim);
+    k::embedding(gpu.upload(table), gpu.upload(ids), rows, dim, x, gpu.stream());
+    auto emb = gpu.download(x, size_t(rows) * dim);
+    for (int r = 0; r < rows; ++r)
+      for (int d = 0; d < dim; ++d)
+        ASSERT_EQ(emb[size_t(r) * dim + d], bf16_to_f32(table[size_t(ids[size_t(r)]) * dim + d]));
+
+    auto weight = random_floats(rng, size_t(dim));
+    std::vector<int32_t> gather = {6, 1, 1};
+    uint16_t* yb = gpu.poisoned<uint16_t>(3 * size_t(dim));
+    float* yf = gpu.poisoned<float>(size_t(rows) * dim);
+    k::rmsnorm_bf16(x, gpu.upload(gather), gpu.upload(weight), 3, dim, 1e-6f, yb, gpu.stream());
+    k::rmsnorm_f32(x, nullptr, gpu.upload(weight), rows, dim, 1e-6f, yf, gpu.stream());
+    std::vector<float> want(size_t(rows) * dim);
+    cpu::rmsnorm(emb.data(), weight.data(), rows, dim, 1e-6f, want.data());
+    EXPECT_LE(rel_l2(gpu.download(yf, want.size()), want), 1e-6);
+    std::vector<float> want_gathered;
+    for (int r : gather) want_gathered.insert(want_gathered.end(), want.begin() + long(r) * dim, want.begin() + long(r + 1) * dim);
+    EXPECT_LE(rel_l2(from_bf16(gpu.download(yb, 3 * size_t(dim))), want_gathered), 5e-3);
+
+    auto gu = random_floats(rng, size_t(rows) * 2 * dim, 2.0f);
+    uint16_t* act = gpu.poisoned<uint16_t>(size_t(rows) * dim);
+    k::swiglu(gpu.upload(gu), rows, dim, act, gpu.stream());
+    std::vector<float> sw(size_t(rows) * dim);
+    for (int r = 0; r < rows; ++r)
+      cpu::swiglu(gu.data() + size_t(r) * 2 * dim, gu.data() + size_t(r) * 2 * dim + dim, size_t(dim),
+                  sw.data() + size_t(r) * dim);
+    EXPECT_LE(rel_l2(from_bf16(gpu.download(act, sw.size())), sw), 5e-3);
+  }
+}
+
+}  // namespace
+}  // namespace fs::test
