@@ -10,18 +10,8 @@
 namespace fs::test {
 namespace {
 
-class EngineLimits : public ::testing::Test {
+class EngineLimits : public FortuneDemoTest {
  protected:
-  void SetUp() override {
-    auto shared = shared_dir();
-    if (shared.empty()) {
-      if (running_in_ci()) FAIL() << "shared fixtures missing in CI";
-      GTEST_SKIP() << "shared fixtures not found";
-    }
-    auto dir = shared / "models/fortune-demo";
-    config = load_model_config(dir);
-    model = create_model(config, Checkpoint::open(dir));
-  }
   GenerationRequest request(int prompt_len, int max_tokens) {
     GenerationRequest r;
     for (int i = 0; i < prompt_len; ++i) r.prompt.push_back(100 + i);
@@ -29,8 +19,6 @@ class EngineLimits : public ::testing::Test {
     r.sampling.temperature = 0;
     return r;
   }
-  ModelConfig config;
-  std::unique_ptr<Model> model;
 };
 
 TEST_F(EngineLimits, BadPromptsAreRefusedBeforeQueueing) {

@@ -2,6 +2,9 @@
 
 #include <cstring>
 
+#include "io/safetensors.h"
+#include "support/fixtures.h"
+
 namespace fs::test {
 
 std::shared_ptr<Collected> EngineRunner::submit(GenerationRequest req) {
@@ -43,6 +46,17 @@ void EngineRunner::wait_all() {
 void EngineRunner::wait_tokens(const std::shared_ptr<Collected>& c, size_t n) {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return c->done || c->tokens.size() >= n; });
+}
+
+void FortuneDemoTest::SetUp() {
+  auto shared = shared_dir();
+  if (shared.empty()) {
+    if (running_in_ci()) FAIL() << "shared fixtures missing in CI";
+    GTEST_SKIP() << "shared fixtures not found";
+  }
+  auto dir = shared / "models/fortune-demo";
+  config = load_model_config(dir);
+  model = create_model(config, Checkpoint::open(dir));
 }
 
 static bool same_float(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }

@@ -5,7 +5,11 @@
 #include <mutex>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "engine/engine.h"
+#include "io/hf_config.h"
+#include "models/model.h"
 
 namespace fs::test {
 
@@ -30,6 +34,14 @@ class EngineRunner {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::shared_ptr<Collected>> all_;
+};
+
+// A test fixture holding fortune-demo's CPU model (skips without ../shared, fails in CI).
+class FortuneDemoTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  ModelConfig config;
+  std::unique_ptr<Model> model;
 };
 
 // Bitwise equality of ids, logprobs and top logprobs.

@@ -14,18 +14,8 @@
 namespace fs::test {
 namespace {
 
-class PromptCacheTest : public ::testing::Test {
+class PromptCacheTest : public FortuneDemoTest {
  protected:
-  void SetUp() override {
-    auto shared = shared_dir();
-    if (shared.empty()) {
-      if (running_in_ci()) FAIL() << "shared fixtures missing in CI";
-      GTEST_SKIP() << "shared fixtures not found";
-    }
-    auto dir = shared / "models/fortune-demo";
-    config = load_model_config(dir);
-    model = create_model(config, Checkpoint::open(dir));
-  }
 
   std::vector<int32_t> tokens(int n, int seed) {
     std::mt19937 rng{static_cast<uint32_t>(seed)};
@@ -75,8 +65,6 @@ class PromptCacheTest : public ::testing::Test {
     EXPECT_EQ(s.kv_pages_used, s.prompt_cache.device_pages);
   }
 
-  ModelConfig config;
-  std::unique_ptr<Model> model;
 };
 
 TEST_F(PromptCacheTest, ResumesAcrossPageEdgesAndInsidePartialPages) {

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "vision/image_digest.h"
-#include "vision/sha256.h"
+#include "core/sha256.h"
 #include "vision_fixtures.h"
 
 namespace fs::vision {
