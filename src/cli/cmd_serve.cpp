@@ -13,6 +13,7 @@
 #include "engine/memory_budget.h"
 #include "server/auth.h"
 #include "server/server.h"
+#include "vision/qwen2_5_vl_tower.h"
 
 namespace fs::cli {
 namespace {
@@ -27,12 +28,43 @@ LoadProgress terminal_progress() {
   };
 }
 
+// --vision and the media limits: what an image part may fetch and decode.
+server::VisionOptions vision_options(const Args& args) {
+  server::VisionOptions v;
+  v.enabled = args.has("vision");
+  v.fetch.allow_local = args.has("media-allow-local");
+  if (auto domains = args.get("media-domains")) {
+    size_t start = 0;
+    while (start <= domains->size()) {
+      size_t comma = domains->find(',', start);
+      if (comma == std::string::npos) comma = domains->size();
+      std::string d = domains->substr(start, comma - start);
+      if (d.empty()) throw Error("--media-domains: empty domain in '" + *domains + "'");
+      v.fetch.allowed_domains.push_back(d);
+      start = comma + 1;
+    }
+  }
+  long long bytes = args.get_int("max-image-bytes", (long long)v.decode.max_bytes);
+  if (bytes < 1024) throw Error("--max-image-bytes must be at least 1024");
+  v.decode.max_bytes = v.fetch.max_bytes = size_t(bytes);
+  long long pixels = args.get_int("max-image-pixels", (long long)v.decode.max_pixels);
+  if (pixels < 1) throw Error("--max-image-pixels must be at least 1");
+  v.decode.max_pixels = uint64_t(pixels);
+  v.max_images = int(args.get_int("max-images", v.max_images));
+  if (v.max_images < 1 || v.max_images > 256) throw Error("--max-images must be between 1 and 256");
+  long long timeout = args.get_int("media-timeout-ms", (long long)v.fetch.timeout.count());
+  if (timeout < 1) throw Error("--media-timeout-ms must be at least 1");
+  v.fetch.timeout = std::chrono::milliseconds(timeout);
+  return v;
+}
+
 int serve(const std::vector<std::string>& argv) {
   Args args(argv,
             with_model_flags({"host", "port", "api-key", "api-key-file", "request-log", "served-model-name",
                               "max-body-bytes", "queue-limit", "max-n", "prompt-cache-gib",
-                              "prompt-cache-host-gib", "memory-gib"}),
-            {});
+                              "prompt-cache-host-gib", "memory-gib", "media-domains", "max-image-bytes",
+                              "max-image-pixels", "max-images", "media-timeout-ms"}),
+            {"vision", "media-allow-local"});
   if (args.positionals().size() > 1) throw Error("expected at most one MODEL_DIR");
   std::filesystem::path dir = args.positionals().empty() ? "" : args.positionals()[0];
   std::string device = check_device(args);
@@ -58,13 +90,15 @@ int serve(const std::vector<std::string>& argv) {
     o.api_keys.insert(o.api_keys.end(), keys.begin(), keys.end());
   }
   o.request_log = args.get_or("request-log", "");
+  o.vision = vision_options(args);
   const double cache_gib = args.get_double("prompt-cache-gib", 1.0);
   const double host_gib = args.get_double("prompt-cache-host-gib", 0.0);
   const double memory_gib = args.get_double("memory-gib", 0.0);
   o.prepare_engine = [cache_gib, host_gib, memory_gib](const LoadedModel& m, EngineOptions& eo) {
     size_prompt_cache(eo, m.config, cache_gib, host_gib);
     size_t available = memory_gib > 0 ? size_t(memory_gib * double(1ull << 30)) : available_ram_bytes();
-    MemoryBudget budget = cpu_budget(m.config, m.model->weight_bytes(), eo, available);
+    size_t weights = m.model->weight_bytes() + (m.vision_tower ? m.vision_tower->weight_bytes() : 0);
+    MemoryBudget budget = cpu_budget(m.config, weights, eo, available);
     std::fprintf(stderr, "%s", budget.report().c_str());
     budget.require();
   };

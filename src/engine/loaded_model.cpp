@@ -25,9 +25,9 @@ std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir_in, con
   m->tokenizer = Tokenizer::load(m->dir);
   m->chat_template = ChatTemplate::load(m->dir);
   tick(2);
-  auto checkpoint = Checkpoint::open(m->dir);
+  m->checkpoint = Checkpoint::open(m->dir);
   tick(3);
-  m->model = create_model_on(device, m->config, std::move(checkpoint));
+  m->model = create_model_on(device, m->config, m->checkpoint);
   tick(4);
   return m;
 }

@@ -1,5 +1,6 @@
 #pragma once
-// Everything loaded from one checkpoint folder: config, tokenizer, chat template, weights.
+// Everything loaded from one checkpoint folder: config, tokenizer, chat template, weights, and the vision tower
+// when image input is on.
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -13,6 +14,12 @@
 
 namespace fs {
 
+class Checkpoint;
+namespace vision {
+class Qwen25VisionTower;
+struct ImageProcessorConfig;
+}  // namespace vision
+
 struct LoadedModel {
   std::filesystem::path dir;
   std::string name;  // the folder's name
@@ -20,7 +27,11 @@ struct LoadedModel {
   GenerationConfig generation;
   std::unique_ptr<Tokenizer> tokenizer;
   std::optional<ChatTemplate> chat_template;
+  std::shared_ptr<Checkpoint> checkpoint;
   std::unique_ptr<Model> model;
+  // Set when image input is turned on and the checkpoint has a vision tower (server/vision_loader.h loads them).
+  std::shared_ptr<const vision::Qwen25VisionTower> vision_tower;
+  std::shared_ptr<const vision::ImageProcessorConfig> image_processor;
 };
 
 // Called with (done, total) units while weights load.

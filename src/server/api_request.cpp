@@ -6,7 +6,7 @@
 namespace fs::server {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 [[noreturn]] void fail(const std::string& param, const std::string& message) {
   throw ApiException{bad_request(param, message)};
@@ -133,6 +133,7 @@ GenerationFields generation_fields(const json& j, bool chat, const ParseLimits& 
     g.include_usage = boolean(*so, "include_usage").value_or(false);
   }
   g.allow_draft = boolean(j, "draft").value_or(true);
+  g.tokens_as_ids = boolean(j, "return_tokens_as_token_ids").value_or(false);
   if (const json* rf = member(j, "response_format")) {
     if (!rf->is_object() || !rf->contains("type") || (*rf)["type"] != "text")
       fail("response_format", "only 'response_format': {\"type\": \"text\"} is supported");
@@ -143,16 +144,47 @@ GenerationFields generation_fields(const json& j, bool chat, const ParseLimits& 
   return g;
 }
 
-// Message content: a string, null, or a list of text parts (joined into one string).
-json message_content(const json& msg, const std::string& where, bool may_be_null) {
+// Refuses text holding a reserved string (an image placeholder token would smuggle an image into the prompt).
+void check_text(const std::string& text, const std::string& param, const ParseLimits& limits) {
+  for (const auto& r : limits.reserved_text) {
+    if (!r.empty() && text.find(r) != std::string::npos)
+      fail(param, "'" + param + "' contains '" + r + "', a token reserved for images; send images as image parts");
+  }
+}
+
+// The URL of an image part: {"type": "image_url", "image_url": {"url"} or "..."}, {"type": "input_image",
+// "image_url": "..."} or {"type": "image", "image" | "url": "..."}.
+std::string image_url_of(const json& part, const std::string& type, const std::string& pw) {
+  const json* v = nullptr;
+  if (type == "image") {
+    v = member(part, "image");
+    if (!v) v = member(part, "url");
+    if (!v) v = member(part, "image_url");
+  } else {
+    v = member(part, "image_url");
+  }
+  if (v && v->is_object()) v = member(*v, "url");
+  if (!v || !v->is_string() || v->get<std::string>().empty())
+    fail(pw + ".image_url", "'" + pw + "' needs an image URL ('image_url': {'url': 'data:...' or 'https://...'})");
+  return v->get<std::string>();
+}
+
+// Message content: a string, null, or a list of text and image parts. Images are collected into `images`.
+json message_content(const json& msg, const std::string& where, bool may_be_null, bool user,
+                     const ParseLimits& limits, std::vector<ImageRef>& images) {
   const json* c = member(msg, "content");
   if (!c) {
     if (may_be_null) return nullptr;
     fail(where + ".content", "'" + where + ".content' is required");
   }
-  if (c->is_string()) return *c;
+  if (c->is_string()) {
+    check_text(c->get<std::string>(), where + ".content", limits);
+    return *c;
+  }
   if (!c->is_array()) fail(where + ".content", "'" + where + ".content' must be a string or a list of parts");
+  json parts = json::array();
   std::string text;
+  bool any_image = false;
   for (size_t i = 0; i < c->size(); ++i) {
     const json& part = (*c)[i];
     std::string pw = where + ".content[" + std::to_string(i) + "]";
@@ -162,17 +194,27 @@ json message_content(const json& msg, const std::string& where, bool may_be_null
     if (type == "text") {
       const json* t = member(part, "text");
       if (!t || !t->is_string()) fail(pw + ".text", "'" + pw + ".text' must be a string");
+      check_text(t->get<std::string>(), pw + ".text", limits);
       text += t->get<std::string>();
+      parts.push_back({{"type", "text"}, {"text", *t}});
     } else if (type == "image_url" || type == "input_image" || type == "image") {
-      fail(pw, "image input is not supported by this model");
+      if (!limits.image_refusal.empty()) fail(pw, limits.image_refusal);
+      if (!user) fail(pw, "image parts are accepted in user messages only");
+      std::string url = image_url_of(part, type, pw);
+      if (int(images.size()) >= limits.max_images)
+        fail(pw, "a request may carry at most " + std::to_string(limits.max_images) + " images");
+      images.push_back({std::move(url), pw});
+      parts.push_back({{"type", "image"}});
+      any_image = true;
     } else {
       fail(pw + ".type", "unknown content part type '" + type + "'");
     }
   }
+  if (any_image) return parts;
   return text;
 }
 
-json validate_messages(const json& j) {
+json validate_messages(const json& j, const ParseLimits& limits, std::vector<ImageRef>& images) {
   const json* m = member(j, "messages");
   if (!m) fail("messages", "'messages' is required");
   if (!m->is_array() || m->empty()) fail("messages", "'messages' must be a non-empty list");
@@ -199,7 +241,7 @@ json validate_messages(const json& j) {
           fail(where + ".tool_calls", "each tool call needs 'function': {'name', 'arguments'}");
       }
     }
-    copy["content"] = message_content(msg, where, r == "assistant");
+    copy["content"] = message_content(msg, where, r == "assistant", r == "user", limits, images);
     if (copy["content"].is_null()) copy["content"] = "";
     out.push_back(std::move(copy));
   }
@@ -285,7 +327,7 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const ParseLimits&
     json j = parse_body(body);
     ChatRequest r;
     r.model = model_name(j, limits);
-    r.messages = validate_messages(j);
+    r.messages = validate_messages(j, limits, r.images);
     r.tools = validate_tools(j);
     if (const json* kw = member(j, "chat_template_kwargs")) {
       if (!kw->is_object()) fail("chat_template_kwargs", "'chat_template_kwargs' must be an object");

@@ -31,13 +31,24 @@ struct GenerationFields {
   bool stream = false;
   bool include_usage = false;
   bool allow_draft = true;
+  bool tokens_as_ids = false;  // return_tokens_as_token_ids (as vLLM): logprob tokens read "token_id:N"
 };
 
+// An image part of a chat message: its URL (data: or http(s)) and where it sat in the request.
+struct ImageRef {
+  std::string url;
+  std::string param;  // "messages[i].content[j]"
+};
+
+// Bodies are parsed as ordered JSON so the template's `tojson` shows the client's key order, as transformers does.
 struct ChatRequest {
   std::string model;
-  nlohmann::json messages;  // validated; text parts joined into string content
-  nlohmann::json tools;     // array or null (null when tool_choice is "none")
-  nlohmann::json template_kwargs = nlohmann::json::object();
+  // Validated. Content without images: text parts joined into one string; with images: a list of {"type": "text",
+  // "text"} and {"type": "image"} parts in the client's order.
+  nlohmann::ordered_json messages;
+  nlohmann::ordered_json tools;  // array or null (null when tool_choice is "none")
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
+  std::vector<ImageRef> images;  // in prompt order
   GenerationFields gen;
 };
 
@@ -58,6 +69,11 @@ struct ParseLimits {
   int max_n = 16;            // most choices per request
   int max_prompts = 16;      // most prompts in one text completion
   int32_t vocab_size = 0;    // token ids must be below this (0 → unchecked)
+  // Why image parts are refused ("" → accepted).
+  std::string image_refusal = "image input is off on this server; start it with --vision";
+  int max_images = 16;        // most image parts in one chat request
+  // Text that message content may not contain (a vision model's placeholder tokens, which would inject images).
+  std::vector<std::string> reserved_text;
 };
 
 template <class T>

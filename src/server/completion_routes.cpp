@@ -1,9 +1,11 @@
-// POST /v1/chat/completions and /v1/completions: parse, render the template, tokenize, submit, then answer one JSON
-// object or stream server-sent events.
+// POST /v1/chat/completions and /v1/completions: parse, encode images, render the template, tokenize, submit, then
+// answer one JSON object or stream server-sent events.
+#include <algorithm>
 #include <memory>
 
 #include "core/error.h"
 #include "server/api_request.h"
+#include "server/image_input.h"
 #include "server/openai_format.h"
 #include "server/reply_splitter.h"
 #include "server/request_trace.h"
@@ -229,18 +231,20 @@ void stream_reply(Server::State& s, httplib::Response& res, std::shared_ptr<Repl
 // Builds the choices (n per prompt; choice i of a seeded request gets seed + i) and runs them.
 void generate(Server::State& s, const httplib::Request& req, httplib::Response& res, std::shared_ptr<Reply> reply,
               const std::vector<std::vector<int32_t>>& prompts, const GenerationFields& gen,
-              const std::string& prompt_param) {
+              const std::string& prompt_param, const PromptExtras& extras = {}) {
   LoadedModel& m = *s.model;
   std::vector<ChoiceSpec> specs;
   for (const auto& prompt : prompts) {
     for (int j = 0; j < gen.n; ++j) {
       ChoiceSpec c;
       c.prompt = prompt;
+      c.extras = extras;
       c.sampling = resolve_sampling(gen, m.generation);
       if (c.sampling.seed && j > 0) c.sampling.seed = *c.sampling.seed + uint64_t(j);
       c.max_tokens = gen.max_tokens.value_or(0);
       c.stop = gen.stop;
       c.allow_draft = gen.allow_draft;
+      c.tokens_as_ids = gen.tokens_as_ids;
       reply->prompt_sizes.push_back(int(prompt.size()));
       specs.push_back(std::move(c));
     }
@@ -268,11 +272,20 @@ void generate(Server::State& s, const httplib::Request& req, httplib::Response& 
   s.answer_json(res, reply->whole());
 }
 
+// An image-pad id without its image would be embedded as a plain token; such prompts are refused.
+bool holds_image_pad(const LoadedModel& m, const std::vector<int32_t>& ids) {
+  const int32_t pad = m.config.image_token_id;
+  return pad >= 0 && std::find(ids.begin(), ids.end(), pad) != ids.end();
+}
+
 ParseLimits limits_for(const Server::State& s) {
   ParseLimits l;
   l.served_model = s.served_name;
   l.max_n = s.options.max_n;
   l.vocab_size = s.model->tokenizer->vocab_size();
+  l.image_refusal = image_refusal(*s.model, s.options.vision);
+  l.max_images = s.options.vision.max_images;
+  l.reserved_text = reserved_image_text(*s.model);
   return l;
 }
 
@@ -289,13 +302,32 @@ void chat_completions(Server::State& s, const httplib::Request& req, httplib::Re
   } catch (const Error& e) {
     return s.answer_error(res, bad_request("messages", std::string("the chat template failed: ") + e.what()));
   }
+  // Each image is fetched, decoded and encoded once, here on the request thread, after the cheaper checks.
+  std::vector<EncodedImage> images;
+  if (!r.images.empty()) {
+    images = encode_images(r.images, m, s.options.vision);
+    current_trace().details["images"] = images.size();
+  }
   auto reply = std::make_shared<Reply>();
   reply->chat = true;
   reply->id = random_id("chatcmpl-");
   reply->reasoning_prompt = prompt_opens_reasoning(prompt);
   reply->parse_tools = !r.tools.is_null();
-  std::vector<std::vector<int32_t>> prompts{m.tokenizer->encode(prompt, false)};
-  generate(s, req, res, reply, prompts, r.gen, "messages");
+  PromptExtras extras;
+  std::vector<std::vector<int32_t>> prompts;
+  if (images.empty()) {
+    prompts.push_back(m.tokenizer->encode(prompt, false));
+    if (holds_image_pad(m, prompts[0]))
+      return s.answer_error(res, bad_request("messages", "the prompt holds an image placeholder token but no image"));
+  } else {
+    VisionPrompt vp = build_vision_prompt(prompt, m, images);
+    prompts.push_back(std::move(vp.prompt.ids));
+    extras.mrope_positions = std::move(vp.prompt.mrope_positions);
+    extras.rope_delta = vp.prompt.rope_delta;
+    extras.image_embeddings = std::move(vp.prompt.image_embeddings);
+    extras.cache_keys = std::move(vp.cache_keys);
+  }
+  generate(s, req, res, reply, prompts, r.gen, "messages", extras);
 }
 
 void completions(Server::State& s, const httplib::Request& req, httplib::Response& res) {
@@ -307,6 +339,9 @@ void completions(Server::State& s, const httplib::Request& req, httplib::Respons
   for (const auto& p : r.prompts) {
     prompts.push_back(p.text ? m.tokenizer->encode(*p.text, true) : p.ids);
     if (prompts.back().empty()) return s.answer_error(res, bad_request("prompt", "the prompt has no tokens"));
+    if (holds_image_pad(m, prompts.back()))
+      return s.answer_error(res, bad_request("prompt", "the prompt holds an image placeholder token; images go "
+                                                       "through /v1/chat/completions image parts"));
   }
   auto reply = std::make_shared<Reply>();
   reply->chat = false;

@@ -10,13 +10,19 @@
 namespace fs::server {
 
 struct GenerationRun::ChoiceState {
-  ChoiceState(const Tokenizer& tok, std::vector<std::string> stops, const std::vector<int32_t>& eos, bool logprobs)
-      : tokenizer(tok), decoder(tok), stop(std::move(stops)), eos_ids(eos), want_logprobs(logprobs) {}
+  ChoiceState(const Tokenizer& tok, std::vector<std::string> stops, const std::vector<int32_t>& eos, bool logprobs,
+              bool as_ids)
+      : tokenizer(tok), decoder(tok), stop(std::move(stops)), eos_ids(eos), want_logprobs(logprobs),
+        tokens_as_ids(as_ids) {}
+  std::string token_text(int32_t id) const {
+    return tokens_as_ids ? "token_id:" + std::to_string(id) : tokenizer.decode({id}, false);
+  }
   const Tokenizer& tokenizer;
   IncrementalDecoder decoder;
   StopMatcher stop;
   std::vector<int32_t> eos_ids;
   bool want_logprobs;
+  bool tokens_as_ids;
   bool stopped = false;  // a stop string or eos ended it
   Clock::time_point last_token{};
   bool any_token = false;
@@ -29,7 +35,7 @@ std::shared_ptr<GenerationRun> GenerationRun::start(const Context& ctx, std::vec
   run->received_ = received;
   for (const auto& c : choices) {
     run->states_.push_back(
-        std::make_unique<ChoiceState>(ctx.tokenizer, c.stop, ctx.eos_ids, c.sampling.logprobs));
+        std::make_unique<ChoiceState>(ctx.tokenizer, c.stop, ctx.eos_ids, c.sampling.logprobs, c.tokens_as_ids));
   }
   run->running_ = int(choices.size());
   const int context = ctx.engine.options().context;
@@ -42,6 +48,10 @@ std::shared_ptr<GenerationRun> GenerationRun::start(const Context& ctx, std::vec
     req.allow_draft = c.allow_draft;
     req.eos_ids = ctx.eos_ids;
     req.prompt = std::move(c.prompt);
+    req.mrope_positions = std::move(c.extras.mrope_positions);
+    req.rope_delta = c.extras.rope_delta;
+    req.image_embeddings = std::move(c.extras.image_embeddings);
+    req.cache_keys = std::move(c.extras.cache_keys);
     int index = int(i);
     req.on_token = [run, index](const SampledToken& t) { return run->on_token(index, t); };
     req.on_done = [run, index](const GenerationResult& r) { run->on_done(index, r); };
@@ -90,8 +100,8 @@ bool GenerationRun::on_token(int choice, const SampledToken& token) {
   ev.choice = choice;
   ev.text = s.stop.push(s.decoder.push(token.id)).text;
   if (s.want_logprobs) {
-    TokenLogprob lp{s.tokenizer.decode({token.id}, false), token.logprob, {}};
-    for (const auto& [id, p] : token.top_logprobs) lp.top.emplace_back(s.tokenizer.decode({id}, false), p);
+    TokenLogprob lp{s.token_text(token.id), token.logprob, {}};
+    for (const auto& [id, p] : token.top_logprobs) lp.top.emplace_back(s.token_text(id), p);
     ev.logprobs.push_back(std::move(lp));
   }
   s.stopped = s.stop.stopped();

@@ -20,13 +20,23 @@ class Tokenizer;
 
 namespace fs::server {
 
+// What a prompt with images carries besides its ids (GenerationRequest fields of the same names).
+struct PromptExtras {
+  std::vector<int32_t> mrope_positions;
+  int rope_delta = 0;
+  std::vector<float> image_embeddings;
+  std::vector<uint64_t> cache_keys;
+};
+
 // One choice: its prompt and settings.
 struct ChoiceSpec {
   std::vector<int32_t> prompt;
+  PromptExtras extras;
   SamplingParams sampling;
   int max_tokens = 0;  // 0 → up to the context
   std::vector<std::string> stop;
   bool allow_draft = true;
+  bool tokens_as_ids = false;  // logprob tokens as "token_id:N"
 };
 
 struct TokenLogprob {

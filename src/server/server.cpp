@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "server/image_input.h"
 #include "server/openai_format.h"
 #include "server/request_trace.h"
 #include "server/server_state.h"
@@ -186,6 +187,7 @@ void Server::serve(Loader loader, std::function<void(const std::string&)> on_rea
   std::thread load([&s, loader = std::move(loader), on_ready = std::move(on_ready)] {
     try {
       auto model = loader();
+      if (s.options.vision.enabled) attach_vision(*model);
       std::string name = s.options.served_model_name.empty() ? model->name : s.options.served_model_name;
       if (s.options.prepare_engine) s.options.prepare_engine(*model, s.options.engine);
       auto engine = std::make_unique<Engine>(*model->model, s.options.engine);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/image_input.h"
 
 namespace fs {
 struct LoadedModel;
@@ -24,8 +25,9 @@ struct ServerOptions {
   size_t max_body_bytes = 8u << 20;
   int max_n = 16;
   EngineOptions engine;
-  // Runs after the model loads and before the engine starts: sizes the engine and checks the memory budget
-  // (throwing stops the server with that message).
+  VisionOptions vision;  // image parts of chat messages
+  // Runs after the model (and its vision tower when image input is on) loads and before the engine starts: sizes
+  // the engine and checks the memory budget (throwing stops the server with that message).
   std::function<void(const LoadedModel&, EngineOptions&)> prepare_engine;
 };
 

@@ -1,0 +1,63 @@
+#pragma once
+// Image parts of a chat request turned into engine inputs on the request thread: each image fetched, decoded,
+// preprocessed and run through the vision tower once, then the multimodal prompt (pads expanded, M-RoPE
+// positions, features) with prompt-cache keys that tie every image-pad token to its image's digest.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/api_request.h"
+#include "vision/image.h"
+#include "vision/image_digest.h"
+#include "vision/media_fetch.h"
+#include "vision/multimodal_prompt.h"
+
+namespace fs {
+struct LoadedModel;
+}
+
+namespace fs::server {
+
+struct VisionOptions {
+  bool enabled = false;              // --vision
+  vision::MediaFetchOptions fetch;   // --media-allow-local, --media-domains, --max-image-bytes
+  vision::DecodeLimits decode;       // --max-image-bytes, --max-image-pixels
+  int max_images = 16;               // per request
+};
+
+// Loads the vision tower and preprocessor config into `m` when its checkpoint has a vision_config; a model
+// without one is left text-only. Throws fs::Error for a vision model whose tower is not supported.
+void attach_vision(LoadedModel& m);
+
+// Why image parts are refused for this model and options ("" when they are accepted).
+std::string image_refusal(const LoadedModel& m, const VisionOptions& o);
+
+// The strings message text may not contain on this model (its image placeholder tokens).
+std::vector<std::string> reserved_image_text(const LoadedModel& m);
+
+struct EncodedImage {
+  vision::ImageGrid grid;
+  vision::ImageDigest digest{};
+  std::vector<float> features;  // [grid.patches() / merge², hidden]
+};
+
+// Fetch → decode → preprocess → tower for each image, in order. Throws ApiException (400 naming the part) for
+// refused fetches and broken or unsupported images.
+std::vector<EncodedImage> encode_images(const std::vector<ImageRef>& images, const LoadedModel& m,
+                                        const VisionOptions& o);
+
+struct VisionPrompt {
+  vision::MultimodalPrompt prompt;
+  std::vector<uint64_t> cache_keys;  // per prompt token
+};
+
+// The rendered chat text with its images. Throws ApiException (400) when the text's image placeholders do not
+// match the images.
+VisionPrompt build_vision_prompt(const std::string& text, const LoadedModel& m, std::vector<EncodedImage>& images);
+
+// The prompt-cache key of pad `index` of an image: the top bit set (token ids never have it) over a hash of the
+// digest and the index.
+uint64_t image_pad_cache_key(const vision::ImageDigest& digest, uint32_t index);
+
+}  // namespace fs::server
