@@ -35,6 +35,12 @@ async function client(c) {
   for (let i = c; Date.now() < stopAt; i += Number(concurrency)) await one(i);
 }
 
+// Waits until the server has loaded its model.
+for (let i = 0; i < 600; i++) {
+  const ok = await fetch(`${url}/health`).then((r) => r.ok, () => false);
+  if (ok) break;
+  await new Promise((r) => setTimeout(r, 100));
+}
 const t0 = performance.now();
 await Promise.all(Array.from({ length: Number(concurrency) }, (_, c) => client(c)));
 const secs = (performance.now() - t0) / 1000;
