@@ -26,6 +26,7 @@
 #include "backends/cuda/host/device_arena.h"
 #include "backends/cuda/host/stream.h"
 #include "backends/cuda/kernels/cuda_model.h"
+#include "backends/cuda/kernels/ops.h"
 
 namespace fs {
 namespace {
@@ -48,6 +49,56 @@ double copy_bandwidth() {
   for (int i = 0; i < reps; ++i) FS_CU(memcpy_dtod_async, b.ptr, a.ptr, bytes, stream.handle());
   stream.synchronize();
   return 2.0 * double(bytes) * reps / seconds_since(t);
+}
+
+// Shared GEMM on the decoder's shapes (hidden 4096, ffn 14336, 8 kv heads of 128): time per call and the rate
+// of the bytes it must move (weights + inputs + outputs) and of its arithmetic. Weight buffers rotate so the L2
+// cache never holds them.
+void gemm_rates() {
+  cuda::Device device(0);
+  cuda::Stream stream;
+  struct Shape {
+    const char* name;
+    int n, k;
+  };
+  const Shape shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+  const int copies = 4, max_m = 2048;
+  const size_t wbytes = size_t{28672} * 4096 * 2;
+  cuda::DeviceArena arena(copies * wbytes + size_t{max_m} * 14336 * 2 + size_t{max_m} * 28672 * 4 + 65536,
+                          "gemm benchmark");
+  std::vector<cuda::DeviceSpan> w;
+  for (int i = 0; i < copies; ++i) {
+    w.push_back(arena.allocate(wbytes, "weights"));
+    FS_CU(memset_d8_async, w.back().ptr, 0x3c + i, wbytes, stream.handle());
+  }
+  auto x = arena.allocate(size_t{max_m} * 14336 * 2, "inputs");
+  auto y = arena.allocate(size_t{max_m} * 28672 * 4, "outputs");
+  FS_CU(memset_d8_async, x.ptr, 0x3b, size_t{max_m} * 14336 * 2, stream.handle());
+  auto ptr = [](const cuda::DeviceSpan& s) { return reinterpret_cast<uint16_t*>(s.ptr); };
+  std::printf("%8s %6s %8s %10s %10s %10s\n", "gemm", "m", "tiles", "us", "GB/s", "TFLOP/s");
+  for (int m : {1, 16, 64, 2048})
+    for (const Shape& s : shapes)
+      for (int v = -1; v < cuda::kernels::gemm_variants(); ++v) {
+        // Variants worth timing at this row count: 128-row tiles only for many rows, 64-row tiles and up for 2048.
+        const bool big_tile = v == 7 || v == 8;
+        if ((m <= 16 && big_tile) || (m >= 2048 && v >= 0 && v != 4 && !big_tile)) continue;
+        auto call = [&](int i) {
+          auto* out = reinterpret_cast<float*>(y.ptr);
+          void* st = reinterpret_cast<void*>(stream.handle());
+          if (v < 0) cuda::kernels::gemm(ptr(x), ptr(w[i % copies]), nullptr, out, m, s.n, s.k, false, st);
+          else cuda::kernels::gemm_variant(v, ptr(x), ptr(w[i % copies]), nullptr, out, m, s.n, s.k, false, st);
+        };
+        for (int i = 0; i < copies; ++i) call(i);
+        stream.synchronize();
+        const int reps = m >= 2048 ? 8 : 40;
+        auto t = Clock::now();
+        for (int i = 0; i < reps; ++i) call(i);
+        stream.synchronize();
+        const double sec = seconds_since(t) / reps;
+        const double bytes = 2.0 * s.n * s.k + 2.0 * m * s.k + 4.0 * m * s.n;
+        std::printf("%8s %6d %8s %10.1f %10.0f %10.1f\n", s.name, m, v < 0 ? "default" : std::to_string(v).c_str(),
+                    sec * 1e6, bytes / sec / 1e9, 2.0 * m * s.n * s.k / sec / 1e12);
+      }
 }
 
 std::vector<int32_t> random_ids(std::mt19937& rng, int n, int vocab) {
@@ -141,6 +192,7 @@ int bench(int argc, char** argv) {
   }
   const double bw = copy_bandwidth();
   std::printf("device copy bandwidth (read + write): %.0f GB/s\n", bw / 1e9);
+  gemm_rates();
   auto t = Clock::now();
   ModelConfig config = load_model_config(dir);
   auto model = create_cuda_model(config, Checkpoint::open(dir));

@@ -81,6 +81,32 @@ TEST(CudaKernels, GemmRowBitsDoNotDependOnRowCount) {
     }
 }
 
+TEST(CudaKernels, GemmTileVariantsGiveTheSameBits) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(4);
+  for (GemmShape s : {GemmShape{1, 777, 520}, {16, 130, 4096}, {40, 257, 1000}, {130, 300, 264}}) {
+    SCOPED_TRACE("m " + std::to_string(s.m) + " n " + std::to_string(s.n) + " k " + std::to_string(s.k));
+    auto x = to_bf16(random_floats(rng, size_t(s.m) * s.k));
+    auto w = to_bf16(random_floats(rng, size_t(s.n) * s.k, 0.05f));
+    auto bias = random_floats(rng, size_t(s.n));
+    uint16_t* xd = gpu.upload(x);
+    uint16_t* wd = gpu.upload(w);
+    float* bd = gpu.upload(bias);
+    float* ref = gpu.poisoned<float>(size_t(s.m) * s.n);
+    k::gemm(xd, wd, bd, ref, s.m, s.n, s.k, false, gpu.stream());
+    auto want = gpu.download(ref, size_t(s.m) * s.n);
+    for (float v : want) ASSERT_FALSE(std::isnan(v));
+    for (int v = 0; v < k::gemm_variants(); ++v) {
+      SCOPED_TRACE("variant " + std::to_string(v));
+      float* out = gpu.poisoned<float>(size_t(s.m) * s.n);
+      k::gemm_variant(v, xd, wd, bd, out, s.m, s.n, s.k, false, gpu.stream());
+      auto got = gpu.download(out, size_t(s.m) * s.n);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+    }
+  }
+}
+
 TEST(CudaKernels, EmbeddingRmsnormSwiglu) {
   FS_REQUIRE_GPU();
   Gpu gpu;

@@ -52,4 +52,10 @@ void swiglu(const float* gu, int rows, int ffn, uint16_t* out, void* stream);
 void gemm(const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k, bool accumulate,
           void* stream);
 
+// The same GEMM with its tile configuration forced (0 ≤ variant < gemm_variants()), for tests and benchmarks:
+// every variant gives the same bits as `gemm`; they differ only in speed.
+int gemm_variants();
+void gemm_variant(int variant, const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k,
+                  bool accumulate, void* stream);
+
 }  // namespace fs::cuda::kernels
