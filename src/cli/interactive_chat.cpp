@@ -40,8 +40,10 @@ int interactive_chat(LoadedModel& m, const EngineOptions& options, const Samplin
     std::string line;
     g_interrupted.store(false);
     if (!std::getline(std::cin, line)) {
-      if (g_interrupted.load() && !std::cin.eof()) {
+      if (g_interrupted.load()) {  // Ctrl-C at the prompt: a fresh prompt, not the end
         std::cin.clear();
+        clearerr(stdin);
+        std::printf("\n");
         continue;
       }
       std::printf("\n");

@@ -29,7 +29,9 @@ uint32_t seed_of(const std::string& name) {
 bool compare(const ojson& py, const std::string* ours, const std::string& our_error, const std::string& label) {
   if (py.contains("text")) {
     EXPECT_TRUE(ours) << label << ": Python rendered, we failed: " << our_error;
-    if (ours) EXPECT_EQ(*ours, py["text"].get<std::string>()) << label;
+    if (ours) {
+      EXPECT_EQ(*ours, py["text"].get<std::string>()) << label;
+    }
     return true;
   }
   EXPECT_FALSE(ours) << label << ": Python failed (" << py["error"].get<std::string>() << "), we rendered:\n"

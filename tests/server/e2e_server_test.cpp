@@ -278,7 +278,9 @@ TEST_F(ServerE2E, ErrorsHaveOpenAiShapeAndStatus) {
     json j = json::parse(r.body, nullptr, false);
     ASSERT_TRUE(j.is_object() && j.contains("error")) << r.body;
     for (const char* k : {"message", "type", "param", "code"}) EXPECT_TRUE(j["error"].contains(k)) << r.body;
-    if (!c.param.empty()) EXPECT_EQ(j["error"]["param"], c.param) << r.body;
+    if (!c.param.empty()) {
+      EXPECT_EQ(j["error"]["param"], c.param) << r.body;
+    }
   }
   // The server is still healthy and answering.
   EXPECT_EQ(curl("/v1/models").status, 200);
