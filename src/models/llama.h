@@ -15,6 +15,10 @@ struct LlamaFamilyOptions {
   std::string prefix = "model.";  // where the decoder's tensors live in the checkpoint
 };
 
+// The variant an architecture needs (biases, q/k norms, tensor prefix); unknown architectures are refused by name.
+// `checkpoint` (may be null) tells where a vision-language export keeps its language model.
+LlamaFamilyOptions llama_family_options(const ModelConfig& config, const Checkpoint* checkpoint);
+
 std::unique_ptr<Model> create_llama_family(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint,
                                            const LlamaFamilyOptions& options);
 

@@ -6,24 +6,24 @@
 
 namespace fs {
 
-std::unique_ptr<Model> create_model(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint) {
-  const std::string& a = config.architecture;
-  if (config.hidden_act != "silu")
-    throw Error("hidden_act '" + config.hidden_act + "' is not supported (only silu)");
-  if (a == "LlamaForCausalLM" || a == "MistralForCausalLM") {
-    return create_llama_family(config, std::move(checkpoint), {.qkv_bias = config.attention_bias});
-  }
-  if (a == "Qwen2ForCausalLM") return create_llama_family(config, std::move(checkpoint), {.qkv_bias = true});
+LlamaFamilyOptions llama_family_options(const ModelConfig& c, const Checkpoint* ck) {
+  const std::string& a = c.architecture;
+  if (c.hidden_act != "silu") throw Error("hidden_act '" + c.hidden_act + "' is not supported (only silu)");
+  if (a == "LlamaForCausalLM" || a == "MistralForCausalLM") return {.qkv_bias = c.attention_bias};
+  if (a == "Qwen2ForCausalLM") return {.qkv_bias = true};
   if (a == "Qwen2_5_VLForConditionalGeneration") {
     // The language side; newer exports nest it under model.language_model.
-    std::string prefix = checkpoint->has("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
-    return create_llama_family(config, std::move(checkpoint), {.qkv_bias = true, .prefix = prefix});
+    return {.qkv_bias = true,
+            .prefix = ck && ck->has("model.language_model.embed_tokens.weight") ? "model.language_model." : "model."};
   }
-  if (a == "Qwen3ForCausalLM") {
-    return create_llama_family(config, std::move(checkpoint), {.qkv_bias = config.attention_bias, .qk_norm = true});
-  }
+  if (a == "Qwen3ForCausalLM") return {.qkv_bias = c.attention_bias, .qk_norm = true};
   throw Error("architecture '" + a + "' is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
               "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2_5_VLForConditionalGeneration)");
+}
+
+std::unique_ptr<Model> create_model(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint) {
+  LlamaFamilyOptions options = llama_family_options(config, checkpoint.get());
+  return create_llama_family(config, std::move(checkpoint), options);
 }
 
 }  // namespace fs

@@ -49,7 +49,7 @@ class CudaModel final : public Model {
         pinned_(kPinnedLimit),
         stage_(pinned_, kStageBytes, "CUDA upload stage"),
         downloader_(device_, pinned_) {
-    weights_ = cuda::upload_weights(c, *ck_, cuda::family_options(c, *ck_), stage_, stream_.handle());
+    weights_ = cuda::upload_weights(c, *ck_, llama_family_options(c, ck_.get()), stage_, stream_.handle());
     inv_freq_ = rope_inv_freq(c.rope, c.head_dim);
     sections_ = c.rope.mrope_section.empty() ? std::vector<int>{c.head_dim / 2} : c.rope.mrope_section;
     shape_ = {c.num_heads, c.num_kv_heads, c.head_dim};

@@ -9,18 +9,6 @@
 
 namespace fs::cuda {
 
-FamilyOptions family_options(const ModelConfig& c, const Checkpoint& ck) {
-  const std::string& a = c.architecture;
-  if (c.hidden_act != "silu") throw Error("hidden_act '" + c.hidden_act + "' is not supported (only silu)");
-  if (a == "LlamaForCausalLM" || a == "MistralForCausalLM") return {.qkv_bias = c.attention_bias};
-  if (a == "Qwen2ForCausalLM") return {.qkv_bias = true};
-  if (a == "Qwen2_5_VLForConditionalGeneration")
-    return {.qkv_bias = true,
-            .prefix = ck.has("model.language_model.embed_tokens.weight") ? "model.language_model." : "model."};
-  if (a == "Qwen3ForCausalLM") return {.qkv_bias = c.attention_bias, .qk_norm = true};
-  throw Error("architecture '" + a + "' is not supported by the CUDA backend");
-}
-
 namespace {
 
 constexpr size_t kAlign = DeviceArena::kDefaultAlignment;
@@ -68,7 +56,7 @@ class Uploader {
 
 }  // namespace
 
-DeviceWeights upload_weights(const ModelConfig& c, const Checkpoint& ck, const FamilyOptions& o, PinnedStage& stage,
+DeviceWeights upload_weights(const ModelConfig& c, const Checkpoint& ck, const LlamaFamilyOptions& o, PinnedStage& stage,
                              CUstream stream) {
   const size_t H = size_t(c.hidden_size), hd = size_t(c.head_dim), Q = size_t(c.num_heads) * hd;
   const size_t KV = size_t(c.num_kv_heads) * hd, F = size_t(c.intermediate_size), V = size_t(c.vocab_size);

@@ -8,21 +8,13 @@
 #include "backends/cuda/host/device_arena.h"
 #include "backends/cuda/host/pinned_stage.h"
 #include "io/hf_config.h"
+#include "models/llama.h"
 
 namespace fs {
 
 class Checkpoint;
 
 namespace cuda {
-
-struct FamilyOptions {
-  bool qkv_bias = false;
-  bool qk_norm = false;
-  std::string prefix = "model.";
-};
-
-// The Llama-family variants by architecture name, as the CPU registry maps them; others are refused by name.
-FamilyOptions family_options(const ModelConfig& config, const Checkpoint& checkpoint);
 
 struct DeviceLayer {
   CUdeviceptr attn_norm = 0, mlp_norm = 0;  // f32 [hidden]
@@ -42,7 +34,7 @@ struct DeviceWeights {
 };
 
 // Reads every tensor (shape-checked, converted to bf16/f32) and uploads it through `stage` on `stream`.
-DeviceWeights upload_weights(const ModelConfig& config, const Checkpoint& checkpoint, const FamilyOptions& options,
+DeviceWeights upload_weights(const ModelConfig& config, const Checkpoint& checkpoint, const LlamaFamilyOptions& options,
                              PinnedStage& stage, CUstream stream);
 
 }  // namespace cuda
