@@ -5,16 +5,11 @@
 #include <numeric>
 #include <vector>
 
+#include "core/hash.h"
+
 namespace fs {
 
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // log-softmax of the unmodified logits, for reported logprobs.
 std::vector<float> log_softmax(std::span<const float> logits) {

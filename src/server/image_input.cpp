@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "engine/loaded_model.h"
 #include "io/safetensors.h"
 #include "server/api_error.h"
@@ -14,13 +15,6 @@
 
 namespace fs::server {
 namespace {
-
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // One tower encode at a time: each already spreads over the whole thread pool, and this bounds the memory that
 // concurrent image requests hold.
@@ -123,11 +117,11 @@ VisionPrompt build_vision_prompt(const std::string& text, const LoadedModel& m, 
 }
 
 uint64_t image_pad_cache_key(const vision::ImageDigest& digest, uint32_t index) {
-  uint64_t h = mix64(index);
+  uint64_t h = splitmix64(index);
   for (size_t i = 0; i < digest.size(); i += 8) {
     uint64_t word;
     std::memcpy(&word, digest.data() + i, 8);
-    h = mix64(h ^ word);
+    h = splitmix64(h ^ word);
   }
   return (1ull << 63) | (h & ~(1ull << 63));
 }

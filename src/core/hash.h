@@ -1,0 +1,15 @@
+#pragma once
+// Small non-cryptographic hashes.
+#include <cstdint>
+
+namespace fs {
+
+// The splitmix64 finalizer: a well-mixed 64-bit value from any 64-bit input.
+inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace fs
