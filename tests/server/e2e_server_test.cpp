@@ -20,6 +20,7 @@
 
 #include "core/files.h"
 #include "support/fixtures.h"
+#include "support/process.h"
 
 namespace fs::test {
 namespace {
@@ -28,36 +29,6 @@ using json = nlohmann::json;
 namespace stdfs = std::filesystem;
 
 constexpr const char* kKey = "e2e-secret-key";
-
-int free_port() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
-
-// Runs a shell command; returns its stdout.
-std::string shell(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  ::pclose(p);
-  return out;
-}
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
 
 struct CurlReply {
   int status = 0;
@@ -75,7 +46,7 @@ class ServerE2E : public ::testing::Test {
     if (shared_dir().empty()) return;
     work_ = stdfs::temp_directory_path() / ("foldserve_e2e_" + std::to_string(::getpid()));
     stdfs::create_directories(work_);
-    port_ = free_port();
+    port_ = free_loopback_port();
     std::vector<std::string> argv = {foldserve_binary(), "serve", "--port", std::to_string(port_), "--api-key", kKey,
                                      "--request-log", (work_ / "requests.jsonl").string(), "--context", "512",
                                      "--max-body-bytes", "65536", "--parallel", "4"};
@@ -132,12 +103,12 @@ class ServerE2E : public ::testing::Test {
   CurlReply curl(const std::string& path, const std::string& body = "", const std::string& key = kKey,
                  const std::string& extra = "") const {
     std::string cmd = "curl -sS -N --max-time 60 -w '\\n%{http_code}' " + extra + " ";
-    if (!key.empty()) cmd += "-H " + quote("Authorization: Bearer " + key) + " ";
+    if (!key.empty()) cmd += "-H " + shell_quote("Authorization: Bearer " + key) + " ";
     if (!body.empty()) {
       std::ofstream(work_ / "body.json") << body;
-      cmd += "-H 'Content-Type: application/json' --data-binary @" + quote((work_ / "body.json").string()) + " ";
+      cmd += "-H 'Content-Type: application/json' --data-binary @" + shell_quote((work_ / "body.json").string()) + " ";
     }
-    std::string out = shell(cmd + quote(url(path)));
+    std::string out = run_command(cmd + shell_quote(url(path))).out;
     CurlReply r;
     size_t nl = out.rfind('\n');
     if (nl == std::string::npos) return r;
@@ -291,7 +262,7 @@ TEST_F(ServerE2E, KeysAreRequiredExceptForHealth) {
   EXPECT_EQ(curl("/v1/models", "", "wrong").status, 401);
   EXPECT_EQ(curl("/metrics", "", "").status, 401);
   EXPECT_EQ(curl("/v1/chat/completions", chat_body("hi", false).dump(), "").status, 401);
-  EXPECT_EQ(curl("/v1/models", "", "", std::string("-H ") + quote(std::string("x-api-key: ") + kKey)).status, 200);
+  EXPECT_EQ(curl("/v1/models", "", "", std::string("-H ") + shell_quote(std::string("x-api-key: ") + kKey)).status, 200);
   CurlReply r = curl("/v1/models", "", "");
   EXPECT_EQ(json::parse(r.body)["error"]["code"], "invalid_api_key");
 }
@@ -353,10 +324,10 @@ TEST_F(ServerE2E, OpenAiNpmClient) {
     if (running_in_ci()) FAIL() << "run `npm ci` in " << dir;
     GTEST_SKIP() << "openai npm package missing: run `npm ci --prefix " << dir.string() << "`";
   }
-  std::string cmd = "cd " + quote(dir.string()) + " && FOLDSERVE_URL=" + quote(url("")) + " FOLDSERVE_KEY=" + kKey +
-                    " FOLDSERVE_CASES=" + quote((shared_ / "reference" / "fortune-demo" / "cases.json").string()) +
+  std::string cmd = "cd " + shell_quote(dir.string()) + " && FOLDSERVE_URL=" + shell_quote(url("")) + " FOLDSERVE_KEY=" + kKey +
+                    " FOLDSERVE_CASES=" + shell_quote((shared_ / "reference" / "fortune-demo" / "cases.json").string()) +
                     " node openai_client_test.mjs 2>&1; echo \"exit=$?\"";
-  std::string out = shell(cmd);
+  std::string out = run_command(cmd).out;
   EXPECT_NE(out.find("exit=0"), std::string::npos) << out;
 }
 

@@ -22,6 +22,7 @@
 
 #include "core/files.h"
 #include "support/fixtures.h"
+#include "support/process.h"
 #include "vision/image.h"
 #include "vision/media_fetch.h"
 
@@ -30,18 +31,6 @@ namespace {
 
 using json = nlohmann::json;
 namespace stdfs = std::filesystem;
-
-int free_port() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
 
 // A child process started with execvp, stdout/stderr to files, ended with SIGTERM by its id.
 struct Child {
@@ -86,7 +75,7 @@ struct ServerUnderTest {
   std::string error;
 
   void start(const std::vector<std::string>& flags, const stdfs::path& work, const std::string& name) {
-    port = free_port();
+    port = free_loopback_port();
     std::vector<std::string> argv = {foldserve_binary(), "serve", "--port", std::to_string(port), "--context", "1024",
                                      "--parallel", "2", "--prompt-cache-gib", "0.05"};
     argv.insert(argv.end(), flags.begin(), flags.end());
@@ -328,7 +317,7 @@ TEST_F(VisionServerE2E, PlaceholderTokensInUserTextAre400) {
 
 TEST_F(VisionServerE2E, HttpImagesOnLoopbackNeedMediaAllowLocal) {
   Child http;
-  int port = free_port();
+  int port = free_loopback_port();
   http.start({"timeout", "300", "python3", "-m", "http.server", std::to_string(port), "--bind", "127.0.0.1",
               "--directory", (shared_ / "images").string()},
              work_ / "http.log");

@@ -1,9 +1,13 @@
 #include "support/process.h"
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,8 +19,22 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
+int free_loopback_port() {
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
 CommandResult run_command(const std::string& command) {
-  auto err_path = std::filesystem::temp_directory_path() / ("fs-cmd-" + std::to_string(::getpid()) + ".err");
+  static std::atomic<unsigned> calls{0};
+  auto err_path = std::filesystem::temp_directory_path() /
+                  ("fs-cmd-" + std::to_string(::getpid()) + "-" + std::to_string(calls++) + ".err");
   CommandResult r;
   FILE* p = popen((command + " 2>" + shell_quote(err_path.string())).c_str(), "r");
   if (!p) return r;

@@ -11,6 +11,8 @@ struct CommandResult {
 };
 
 CommandResult run_command(const std::string& command);
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_loopback_port();
 // Quotes a string for /bin/sh.
 std::string shell_quote(const std::string& s);
 
