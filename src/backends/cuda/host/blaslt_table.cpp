@@ -1,10 +1,9 @@
 // Loads the cuBLASLt table with dlopen and keeps the process-wide current table.
 #include "backends/cuda/host/blaslt_table.h"
 
-#include <dlfcn.h>
-
 #include <atomic>
 
+#include "backends/cuda/host/dl_library.h"
 #include "core/error.h"
 
 namespace fs::cuda {
@@ -13,29 +12,14 @@ namespace {
 
 std::atomic<const BlasLtTable*> installed_table{nullptr};
 
-std::string last_dl_error() {
-  const char* text = dlerror();
-  return text ? text : "unknown dlopen error";
-}
-
 }  // namespace
 
 BlasLtTable load_blaslt_table(const std::string& library) {
-  dlerror();
-  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    throw Error("cuBLASLt library " + library + " could not be loaded (" + last_dl_error() +
-                "); GEMMs on the GPU need the CUDA 13 cuBLAS runtime");
-  }
+  void* handle = open_library(library, "cuBLASLt", "GEMMs on the GPU need the CUDA 13 cuBLAS runtime");
   BlasLtTable table;
-#define FS_CUDA_RESOLVE(member, symbol, ret, params)                                                     \
-  dlerror();                                                                                              \
-  table.member = reinterpret_cast<ret(*) params>(dlsym(handle, symbol));                                  \
-  if (!table.member) {                                                                                    \
-    std::string reason = last_dl_error();                                                                 \
-    dlclose(handle);                                                                                      \
-    throw Error("cuBLASLt library " + library + " lacks " + symbol + " (" + reason + ")");               \
-  }
+#define FS_CUDA_RESOLVE(member, symbol, ret, params)                  \
+  table.member = reinterpret_cast<ret(*) params>(                \
+      resolve_symbol(handle, library, symbol, "cuBLASLt", ""));
   FS_CUDA_BLASLT_CALLS(FS_CUDA_RESOLVE)
 #undef FS_CUDA_RESOLVE
   return table;

@@ -1,10 +1,9 @@
 // Loads the driver table from libcuda with dlopen and keeps the process-wide current table.
 #include "backends/cuda/host/driver_table.h"
 
-#include <dlfcn.h>
-
 #include <atomic>
 
+#include "backends/cuda/host/dl_library.h"
 #include "core/error.h"
 
 namespace fs::cuda {
@@ -13,30 +12,14 @@ namespace {
 
 std::atomic<const DriverTable*> installed_table{nullptr};
 
-std::string last_dl_error() {
-  const char* text = dlerror();
-  return text ? text : "unknown dlopen error";
-}
-
 }  // namespace
 
 DriverTable load_driver_table(const std::string& library) {
-  dlerror();
-  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    throw Error("CUDA driver library " + library + " could not be loaded (" + last_dl_error() +
-                "); the CUDA backend needs an NVIDIA driver");
-  }
+  void* handle = open_library(library, "CUDA driver", "the CUDA backend needs an NVIDIA driver");
   DriverTable table;
-#define FS_CUDA_RESOLVE(member, symbol, ret, params)                                                    \
-  dlerror();                                                                                             \
-  table.member = reinterpret_cast<ret(*) params>(dlsym(handle, symbol));                                 \
-  if (!table.member) {                                                                                   \
-    std::string reason = last_dl_error();                                                                \
-    dlclose(handle);                                                                                     \
-    throw Error("CUDA driver library " + library + " lacks " + symbol + " (" + reason +                  \
-                "); the driver is too old or this is not libcuda");                                      \
-  }
+#define FS_CUDA_RESOLVE(member, symbol, ret, params)                  \
+  table.member = reinterpret_cast<ret(*) params>(                \
+      resolve_symbol(handle, library, symbol, "CUDA driver", "; the driver is too old or this is not libcuda"));
   FS_CUDA_DRIVER_CALLS(FS_CUDA_RESOLVE)
 #undef FS_CUDA_RESOLVE
   return table;
