@@ -1,4 +1,5 @@
-// foldserve make-checkpoint: a random-weight checkpoint of a real model's shapes, for benchmarks.
+// foldserve make-checkpoint: a random-weight checkpoint of a real model's shapes, for benchmarks; size flags
+// (--layers, --hidden, --vision-depth, ...) shrink a preset for tests.
 #include <cstdio>
 
 #include "cli/args.h"
@@ -11,12 +12,27 @@ namespace fs::cli {
 namespace {
 
 int make(const std::vector<std::string>& argv) {
-  Args args(argv, {"like", "config", "dtype", "shards", "seed", "tokenizer-from", "layers"}, {});
+  Args args(argv,
+            {"like", "config", "dtype", "shards", "seed", "tokenizer-from", "layers", "hidden", "heads", "kv-heads",
+             "intermediate", "vocab", "vision-depth", "vision-hidden", "vision-heads", "vision-intermediate"},
+            {});
   if (args.positionals().size() != 1) throw Error("usage: foldserve make-checkpoint (--like NAME | --config FILE) OUT");
   json config;
   if (auto path = args.get("config")) config = read_json_file(*path);
   else config = preset_config(args.get_or("like", "llama-3-8b"));
-  if (args.has("layers")) config["num_hidden_layers"] = args.get_int("layers", 1);
+  ConfigOverrides sizes;
+  auto size = [&](const char* flag) { return int(args.get_int(flag, 0)); };
+  sizes.layers = size("layers");
+  sizes.hidden = size("hidden");
+  sizes.heads = size("heads");
+  sizes.kv_heads = size("kv-heads");
+  sizes.intermediate = size("intermediate");
+  sizes.vocab = size("vocab");
+  sizes.vision_depth = size("vision-depth");
+  sizes.vision_hidden = size("vision-hidden");
+  sizes.vision_heads = size("vision-heads");
+  sizes.vision_intermediate = size("vision-intermediate");
+  apply_overrides(config, sizes);
   MakeCheckpointOptions o;
   std::string dtype = args.get_or("dtype", "bf16");
   if (dtype == "bf16") o.dtype = DType::BF16;

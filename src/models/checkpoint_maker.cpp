@@ -12,46 +12,69 @@ using nlohmann::json;
 
 namespace {
 
-json llama_like(const char* arch, const char* type, int layers, int hidden, int heads, int kv, int ffn, int vocab,
-                double theta, bool tied) {
-  return {{"architectures", {arch}}, {"model_type", type}, {"num_hidden_layers", layers}, {"hidden_size", hidden},
-          {"num_attention_heads", heads}, {"num_key_value_heads", kv}, {"intermediate_size", ffn},
-          {"vocab_size", vocab}, {"rope_theta", theta}, {"rms_norm_eps", 1e-5}, {"tie_word_embeddings", tied},
-          {"max_position_embeddings", 32768}, {"hidden_act", "silu"}, {"torch_dtype", "bfloat16"},
-          {"bos_token_id", 0}, {"eos_token_id", 1}};
-}
+bool is_vl(const std::string& arch) { return arch == "Qwen2_5_VLForConditionalGeneration"; }
 
-std::vector<TensorSource> llama_tensors(const ModelConfig& c, DType dt, uint64_t seed, bool qkv_bias, bool qk_norm) {
+void add_llama_specs(std::vector<TensorSpec>& t, const ModelConfig& c, bool qkv_bias, bool qk_norm) {
   const int64_t H = c.hidden_size, Q = int64_t(c.num_heads) * c.head_dim, KV = int64_t(c.num_kv_heads) * c.head_dim;
   const int64_t F = c.intermediate_size, V = c.vocab_size;
-  const float w = 0.02f;
-  std::vector<TensorSource> t;
-  uint64_t s = seed * 1000;
-  t.push_back(random_tensor("model.embed_tokens.weight", dt, {V, H}, w, ++s));
+  auto w = [&](std::string name, std::vector<int64_t> shape) { t.push_back({std::move(name), std::move(shape)}); };
+  auto norm = [&](std::string name, int64_t n) { t.push_back({std::move(name), {n}, 0.05f, 1.0f}); };
+  w("model.embed_tokens.weight", {V, H});
   for (int i = 0; i < c.num_layers; ++i) {
     std::string p = "model.layers." + std::to_string(i) + ".";
-    t.push_back(random_tensor(p + "input_layernorm.weight", dt, {H}, 0.05f, ++s, 1.0f));
-    t.push_back(random_tensor(p + "post_attention_layernorm.weight", dt, {H}, 0.05f, ++s, 1.0f));
-    t.push_back(random_tensor(p + "self_attn.q_proj.weight", dt, {Q, H}, w, ++s));
-    t.push_back(random_tensor(p + "self_attn.k_proj.weight", dt, {KV, H}, w, ++s));
-    t.push_back(random_tensor(p + "self_attn.v_proj.weight", dt, {KV, H}, w, ++s));
-    t.push_back(random_tensor(p + "self_attn.o_proj.weight", dt, {H, Q}, w, ++s));
+    norm(p + "input_layernorm.weight", H);
+    norm(p + "post_attention_layernorm.weight", H);
+    w(p + "self_attn.q_proj.weight", {Q, H});
+    w(p + "self_attn.k_proj.weight", {KV, H});
+    w(p + "self_attn.v_proj.weight", {KV, H});
+    w(p + "self_attn.o_proj.weight", {H, Q});
     if (qkv_bias) {
-      t.push_back(random_tensor(p + "self_attn.q_proj.bias", dt, {Q}, w, ++s));
-      t.push_back(random_tensor(p + "self_attn.k_proj.bias", dt, {KV}, w, ++s));
-      t.push_back(random_tensor(p + "self_attn.v_proj.bias", dt, {KV}, w, ++s));
+      w(p + "self_attn.q_proj.bias", {Q});
+      w(p + "self_attn.k_proj.bias", {KV});
+      w(p + "self_attn.v_proj.bias", {KV});
     }
     if (qk_norm) {
-      t.push_back(random_tensor(p + "self_attn.q_norm.weight", dt, {c.head_dim}, 0.05f, ++s, 1.0f));
-      t.push_back(random_tensor(p + "self_attn.k_norm.weight", dt, {c.head_dim}, 0.05f, ++s, 1.0f));
+      norm(p + "self_attn.q_norm.weight", c.head_dim);
+      norm(p + "self_attn.k_norm.weight", c.head_dim);
     }
-    t.push_back(random_tensor(p + "mlp.gate_proj.weight", dt, {F, H}, w, ++s));
-    t.push_back(random_tensor(p + "mlp.up_proj.weight", dt, {F, H}, w, ++s));
-    t.push_back(random_tensor(p + "mlp.down_proj.weight", dt, {H, F}, w, ++s));
+    w(p + "mlp.gate_proj.weight", {F, H});
+    w(p + "mlp.up_proj.weight", {F, H});
+    w(p + "mlp.down_proj.weight", {H, F});
   }
-  t.push_back(random_tensor("model.norm.weight", dt, {H}, 0.05f, ++s, 1.0f));
-  if (!c.tie_word_embeddings) t.push_back(random_tensor("lm_head.weight", dt, {V, H}, w, ++s));
-  return t;
+  norm("model.norm.weight", H);
+  if (!c.tie_word_embeddings) w("lm_head.weight", {V, H});
+}
+
+// The Qwen2.5-VL tower (`visual.*`): conv3d patch embedding, blocks with fused qkv and a biased SwiGLU MLP, and
+// the merger over spatial_merge_size² neighbouring patches.
+void add_vision_specs(std::vector<TensorSpec>& t, const json& v) {
+  const int64_t H = v.at("hidden_size").get<int64_t>(), F = v.at("intermediate_size").get<int64_t>();
+  const int64_t C = v.value("in_chans", int64_t{3}), P = v.value("patch_size", int64_t{14});
+  const int64_t T = v.value("temporal_patch_size", int64_t{2}), S = v.value("spatial_merge_size", int64_t{2});
+  const int64_t M = H * S * S, O = v.at("out_hidden_size").get<int64_t>();
+  auto w = [&](std::string name, std::vector<int64_t> shape) { t.push_back({std::move(name), std::move(shape)}); };
+  auto norm = [&](std::string name, int64_t n) { t.push_back({std::move(name), {n}, 0.05f, 1.0f}); };
+  w("visual.patch_embed.proj.weight", {H, C, T, P, P});
+  for (int i = 0; i < v.at("depth").get<int>(); ++i) {
+    std::string p = "visual.blocks." + std::to_string(i) + ".";
+    norm(p + "norm1.weight", H);
+    norm(p + "norm2.weight", H);
+    w(p + "attn.qkv.weight", {3 * H, H});
+    w(p + "attn.qkv.bias", {3 * H});
+    w(p + "attn.proj.weight", {H, H});
+    w(p + "attn.proj.bias", {H});
+    w(p + "mlp.gate_proj.weight", {F, H});
+    w(p + "mlp.gate_proj.bias", {F});
+    w(p + "mlp.up_proj.weight", {F, H});
+    w(p + "mlp.up_proj.bias", {F});
+    w(p + "mlp.down_proj.weight", {H, F});
+    w(p + "mlp.down_proj.bias", {H});
+  }
+  norm("visual.merger.ln_q.weight", H);
+  w("visual.merger.mlp.0.weight", {M, M});
+  w("visual.merger.mlp.0.bias", {M});
+  w("visual.merger.mlp.2.weight", {O, M});
+  w("visual.merger.mlp.2.bias", {O});
 }
 
 void write_json(const std::filesystem::path& path, const json& j) {
@@ -68,51 +91,42 @@ std::string shard_name(int i, int n) {
 
 }  // namespace
 
-std::vector<std::string> preset_names() { return {"llama-3-8b", "llama-3.2-1b", "qwen3-8b", "qwen2.5-7b"}; }
+std::vector<TensorSpec> checkpoint_tensor_specs(const json& config) {
+  ModelConfig c = parse_model_config(config, "config");
+  const std::string& a = c.architecture;
+  if (a != "LlamaForCausalLM" && a != "Qwen2ForCausalLM" && a != "Qwen3ForCausalLM" && a != "MistralForCausalLM" &&
+      !is_vl(a))
+    throw Error("make-checkpoint writes Llama-family and Qwen2.5-VL models only, not " + a);
+  std::vector<TensorSpec> t;
+  add_llama_specs(t, c, a == "Qwen2ForCausalLM" || is_vl(a) || c.attention_bias, a == "Qwen3ForCausalLM");
+  if (is_vl(a)) {
+    if (!config.contains("vision_config")) throw Error("a " + a + " config needs a vision_config");
+    add_vision_specs(t, config.at("vision_config"));
+  }
+  return t;
+}
 
-json preset_config(const std::string& like) {
-  if (like == "llama-3-8b") {
-    json c = llama_like("LlamaForCausalLM", "llama", 32, 4096, 32, 8, 14336, 128256, 500000.0, false);
-    c["eos_token_id"] = json::array({128001, 128008, 128009});
-    c["bos_token_id"] = 128000;
-    return c;
-  }
-  if (like == "llama-3.2-1b") {
-    json c = llama_like("LlamaForCausalLM", "llama", 16, 2048, 32, 8, 8192, 128256, 500000.0, true);
-    c["head_dim"] = 64;
-    c["eos_token_id"] = json::array({128001, 128008, 128009});
-    c["bos_token_id"] = 128000;
-    return c;
-  }
-  if (like == "qwen3-8b") {
-    json c = llama_like("Qwen3ForCausalLM", "qwen3", 36, 4096, 32, 8, 12288, 151936, 1000000.0, false);
-    c["head_dim"] = 128;
-    c["eos_token_id"] = 151645;
-    return c;
-  }
-  if (like == "qwen2.5-7b") {
-    json c = llama_like("Qwen2ForCausalLM", "qwen2", 28, 3584, 28, 4, 18944, 152064, 1000000.0, false);
-    c["eos_token_id"] = 151645;
-    return c;
-  }
-  std::string names;
-  for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
-  throw Error("unknown --like '" + like + "' (known: " + names + ")");
+json preprocessor_config_for(const json& config) {
+  const json& v = config.at("vision_config");
+  return {{"min_pixels", 3136}, {"max_pixels", 12845056}, {"patch_size", v.value("patch_size", 14)},
+          {"temporal_patch_size", v.value("temporal_patch_size", 2)}, {"merge_size", v.value("spatial_merge_size", 2)},
+          {"image_mean", {0.48145466, 0.4578275, 0.40821073}}, {"image_std", {0.26862954, 0.26130258, 0.27577711}},
+          {"image_processor_type", "Qwen2VLImageProcessor"}, {"processor_class", "Qwen2_5_VLProcessor"},
+          {"do_resize", true}, {"do_rescale", true}, {"do_normalize", true}, {"do_convert_rgb", true},
+          {"rescale_factor", 1.0 / 255.0}, {"resample", 3}};
 }
 
 void make_checkpoint(const json& config, const std::filesystem::path& out, const MakeCheckpointOptions& o) {
-  ModelConfig c = parse_model_config(config, "config");
-  const std::string& a = c.architecture;
-  bool qkv_bias = a == "Qwen2ForCausalLM" || c.attention_bias;
-  bool qk_norm = a == "Qwen3ForCausalLM";
-  if (a != "LlamaForCausalLM" && a != "Qwen2ForCausalLM" && a != "Qwen3ForCausalLM" && a != "MistralForCausalLM")
-    throw Error("make-checkpoint writes Llama-family models only, not " + a);
+  std::vector<TensorSource> tensors;
+  uint64_t s = o.seed * 1000;
+  for (auto& spec : checkpoint_tensor_specs(config))
+    tensors.push_back(random_tensor(spec.name, o.dtype, spec.shape, spec.scale, ++s, spec.offset));
   std::filesystem::create_directories(out);
-  auto tensors = llama_tensors(c, o.dtype, o.seed, qkv_bias, qk_norm);
   json cfg = config;
   cfg["torch_dtype"] = o.dtype == DType::BF16 ? "bfloat16" : o.dtype == DType::F16 ? "float16" : "float32";
   write_json(out / "config.json", cfg);
   write_json(out / "generation_config.json", {{"eos_token_id", config.at("eos_token_id")}, {"do_sample", false}});
+  if (config.contains("vision_config")) write_json(out / "preprocessor_config.json", preprocessor_config_for(config));
   const int n = std::max(1, o.shards);
   if (n == 1) {
     write_safetensors(out / "model.safetensors", tensors);

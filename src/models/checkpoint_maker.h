@@ -1,6 +1,7 @@
 #pragma once
-// Writes random-weight checkpoints of real model shapes (config.json + safetensors), so benchmarks and tests
-// need no download.
+// Writes random-weight checkpoints of real model shapes (config.json + safetensors, and preprocessor_config.json
+// for vision-language models), so benchmarks and tests need no download.
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -18,10 +19,33 @@ struct MakeCheckpointOptions {
   std::filesystem::path tokenizer_from;  // copies tokenizer.json/tokenizer_config.json/chat template from here
 };
 
-// config.json of a named preset (llama-3-8b, llama-3.2-1b, qwen3-8b, qwen2.5-7b); throws on an unknown name.
+// config.json of a named preset (llama-3-8b, llama-3.2-1b, qwen3-8b, qwen2.5-7b, qwen2.5-vl-7b); throws on an
+// unknown name.
 nlohmann::json preset_config(const std::string& like);
 std::vector<std::string> preset_names();
-// Writes a random checkpoint for a Llama-family config.json object into `out`.
+
+// Smaller versions of a config for tests and quick runs; 0 keeps the config's value. Head counts must divide the
+// hidden sizes; M-RoPE sections are rescaled to the new head size; full-attention vision blocks beyond the new
+// depth are dropped; the tower's output size follows the text hidden size.
+struct ConfigOverrides {
+  int layers = 0, hidden = 0, heads = 0, kv_heads = 0, intermediate = 0, vocab = 0;
+  int vision_depth = 0, vision_hidden = 0, vision_heads = 0, vision_intermediate = 0;
+};
+// Throws fs::Error when the result is inconsistent (a head count not dividing, a special token id beyond vocab).
+void apply_overrides(nlohmann::json& config, const ConfigOverrides& o);
+
+// Name and shape of every tensor make_checkpoint writes for `config`, in file order.
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  float scale = 0.02f, offset = 0.0f;  // random values of this spread around this centre (norms sit near 1)
+};
+std::vector<TensorSpec> checkpoint_tensor_specs(const nlohmann::json& config);
+
+// preprocessor_config.json of a vision-language config (patch, merge and temporal sizes from its vision_config).
+nlohmann::json preprocessor_config_for(const nlohmann::json& config);
+
+// Writes a random checkpoint for a Llama-family or Qwen2.5-VL config.json object into `out`.
 void make_checkpoint(const nlohmann::json& config, const std::filesystem::path& out, const MakeCheckpointOptions& o);
 
 }  // namespace fs
