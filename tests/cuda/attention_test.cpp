@@ -1,7 +1,11 @@
-// q/k norm + RoPE + paged KV store, and causal GQA attention over pages, against plain CPU loops.
+// q/k norm + RoPE + paged KV store, and causal GQA attention over pages, against plain CPU loops; attention's row
+// bits across calls of different makeup.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <string>
 
 #include "backends/cpu/ops.h"
 #include "backends/cuda/kernels/ops.h"
@@ -95,7 +99,7 @@ TEST(CudaKernels, RopeStoreAndPagedAttentionMatchCpu) {
       const int first = r - pos_of[size_t(r)];  // rows of one stream are consecutive
       for (int h = 0; h < nh; ++h) {
         const int g = h / (nh / nkv);
-        std::vector<double> s(size_t(keys[size_t(r)]));
+        std::vector<double> s(static_cast<size_t>(keys[size_t(r)]));
         double mx = -1e300, sum = 0;
         for (int j = 0; j < keys[size_t(r)]; ++j) {
           double d = 0;
@@ -107,12 +111,245 @@ TEST(CudaKernels, RopeStoreAndPagedAttentionMatchCpu) {
         for (auto& v : s) sum += (v = std::exp(v - mx));
         for (int e = 0; e < hd; ++e) {
           double o = 0;
-          for (int j = 0; j < keys[size_t(r)]; ++j) o += s[size_t(j)] / sum * vb[size_t(first + j) * KV + size_t(g) * hd + e];
+          for (int j = 0; j < keys[size_t(r)]; ++j)
+            o += s[size_t(j)] / sum * vb[size_t(first + j) * KV + size_t(g) * hd + e];
           want[(size_t(r) * nh + h) * hd + e] = float(o);
         }
       }
     }
     EXPECT_LE(rel_l2(from_bf16(gpu.download(out, want.size())), want), 5e-3);
+  }
+}
+
+// Sequences on scattered pages of a pool with random bf16 keys and values (unused slots hold NaN, so a kernel that
+// reads past a row's keys without masking shows), and random q for every (sequence, position).
+struct PagedPool {
+  int page_tokens = 16, heads, kv_heads, head_dim;
+  std::vector<std::vector<int32_t>> tables;  // page ids of each sequence
+  std::vector<uint16_t> keys, values;        // [slots, kv_heads·head_dim]
+  std::vector<std::vector<float>> q;         // per sequence: [length, heads·head_dim]
+
+  PagedPool(std::mt19937& rng, int nh, int nkv, int hd, const std::vector<int>& lengths)
+      : heads(nh), kv_heads(nkv), head_dim(hd) {
+    int total = 0;
+    for (int n : lengths) total += (n + page_tokens - 1) / page_tokens;
+    std::vector<int32_t> ids(static_cast<size_t>(total) + 7);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    const size_t width = size_t(nkv) * hd;
+    keys.assign(ids.size() * page_tokens * width, 0xffff);
+    values = keys;
+    size_t next = 0;
+    for (int n : lengths) {
+      const size_t used = size_t(n + page_tokens - 1) / size_t(page_tokens);
+      std::vector<int32_t> table(ids.begin() + long(next), ids.begin() + long(next + used));
+      next += used;
+      for (int pos = 0; pos < n; ++pos) {
+        const size_t at = slot(table, pos) * width;
+        auto k = to_bf16(random_floats(rng, width)), v = to_bf16(random_floats(rng, width));
+        std::copy(k.begin(), k.end(), keys.begin() + long(at));
+        std::copy(v.begin(), v.end(), values.begin() + long(at));
+      }
+      tables.push_back(table);
+      q.push_back(random_floats(rng, size_t(n) * nh * hd));
+    }
+  }
+  size_t slot(const std::vector<int32_t>& table, int pos) const {
+    return size_t(table[size_t(pos / page_tokens)]) * page_tokens + size_t(pos % page_tokens);
+  }
+  size_t row_width() const { return size_t(heads) * head_dim; }
+};
+
+struct Row {
+  int seq, pos;
+};
+
+// Uploads the pool once; `run` attends the given rows in one call and returns the bf16 output rows.
+class PagedAttention {
+ public:
+  PagedAttention(Gpu& gpu, const PagedPool& pool)
+      : gpu_(gpu), pool_(pool), keys_(gpu.upload(pool.keys)), values_(gpu.upload(pool.values)) {}
+
+  std::vector<uint16_t> run(const std::vector<Row>& rows, bool plain = false) {
+    std::vector<int32_t> row_keys, row_table, pages;
+    std::vector<float> q;
+    std::vector<int> table_of(pool_.tables.size(), -1);
+    for (const Row& r : rows) {
+      if (table_of[size_t(r.seq)] < 0) {
+        table_of[size_t(r.seq)] = int(pages.size());
+        pages.insert(pages.end(), pool_.tables[size_t(r.seq)].begin(), pool_.tables[size_t(r.seq)].end());
+      }
+      row_keys.push_back(r.pos + 1);
+      row_table.push_back(table_of[size_t(r.seq)]);
+      const float* src = pool_.q[size_t(r.seq)].data() + size_t(r.pos) * pool_.row_width();
+      q.insert(q.end(), src, src + pool_.row_width());
+    }
+    std::vector<int32_t> no_slots(rows.size(), -1);
+    k::PagedKv kv{keys_, values_, gpu_.upload(no_slots), gpu_.upload(row_keys), gpu_.upload(row_table),
+                  gpu_.upload(pages), pool_.page_tokens};
+    k::HeadShape shape{pool_.heads, pool_.kv_heads, pool_.head_dim};
+    uint16_t* out = gpu_.poisoned<uint16_t>(rows.size() * pool_.row_width());
+    const float scale = 1.0f / std::sqrt(float(pool_.head_dim));
+    if (plain)
+      k::plain_attention(gpu_.upload(q), int(rows.size()), shape, kv, scale, out, gpu_.stream());
+    else
+      k::attention(gpu_.upload(q), int(rows.size()), shape, kv, scale, out, gpu_.stream());
+    return gpu_.download(out, rows.size() * pool_.row_width());
+  }
+
+ private:
+  Gpu& gpu_;
+  const PagedPool& pool_;
+  uint16_t* keys_;
+  uint16_t* values_;
+};
+
+// Softmax attention of one row in double, q rounded to bf16 as the tensor-core kernel does.
+std::vector<float> cpu_attention(const PagedPool& pool, Row r, bool round_q) {
+  const int hd = pool.head_dim, nh = pool.heads, group = pool.heads / pool.kv_heads;
+  const size_t width = size_t(pool.kv_heads) * hd;
+  const auto& table = pool.tables[size_t(r.seq)];
+  std::vector<float> out(pool.row_width());
+  for (int h = 0; h < nh; ++h) {
+    const size_t kv_at = size_t(h / group) * hd;
+    std::vector<double> qd(static_cast<size_t>(hd)), s(static_cast<size_t>(r.pos) + 1), o(static_cast<size_t>(hd), 0.0);
+    for (int d = 0; d < hd; ++d) {
+      const float x = pool.q[size_t(r.seq)][(size_t(r.pos) * nh + h) * hd + d];
+      qd[size_t(d)] = round_q ? bf16_to_f32(f32_to_bf16(x)) : x;
+    }
+    double mx = -1e300, sum = 0;
+    for (int j = 0; j <= r.pos; ++j) {
+      const uint16_t* kj = pool.keys.data() + pool.slot(table, j) * width + kv_at;
+      double dot = 0;
+      for (int d = 0; d < hd; ++d) dot += qd[size_t(d)] * bf16_to_f32(kj[d]);
+      s[size_t(j)] = dot / std::sqrt(double(hd));
+      mx = std::max(mx, s[size_t(j)]);
+    }
+    for (auto& v : s) sum += (v = std::exp(v - mx));
+    for (int j = 0; j <= r.pos; ++j) {
+      const uint16_t* vj = pool.values.data() + pool.slot(table, j) * width + kv_at;
+      for (int d = 0; d < hd; ++d) o[size_t(d)] += s[size_t(j)] / sum * bf16_to_f32(vj[d]);
+    }
+    for (int d = 0; d < hd; ++d) out[size_t(h) * hd + size_t(d)] = float(o[size_t(d)]);
+  }
+  return out;
+}
+
+// Each output row within tolerance of the double reference, and all rows together tighter.
+void expect_matches_cpu(const PagedPool& pool, const std::vector<Row>& rows, const std::vector<uint16_t>& got,
+                        bool round_q) {
+  const size_t W = pool.row_width();
+  std::vector<float> all_got, all_want;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto want = cpu_attention(pool, rows[i], round_q);
+    std::vector<uint16_t> bits(got.begin() + long(i * W), got.begin() + long((i + 1) * W));
+    auto have = from_bf16(bits);
+    EXPECT_LE(rel_l2(have, want), 1.5e-2) << "row " << i << " (sequence " << rows[i].seq << ", position "
+                                          << rows[i].pos << ")";
+    all_got.insert(all_got.end(), have.begin(), have.end());
+    all_want.insert(all_want.end(), want.begin(), want.end());
+  }
+  EXPECT_LE(rel_l2(all_got, all_want), 5e-3);
+}
+
+// Sequences of the tests: a 300-token prompt (key counts 1…300), and others around the 64-key block edges.
+const std::vector<int> kLengths = {300, 130, 64, 65, 1, 200, 129};
+
+// One call mixing decode rows of several sequences with the whole 300-row prompt and an 80-row chunk.
+std::vector<Row> mixed_rows() {
+  std::vector<Row> rows = {{1, 129}};
+  for (int p = 0; p < 300; ++p) rows.push_back({0, p});
+  rows.push_back({2, 63});
+  for (int p = 120; p < 200; ++p) rows.push_back({5, p});
+  rows.push_back({3, 64});
+  rows.push_back({4, 0});
+  rows.push_back({6, 128});
+  return rows;
+}
+
+// At most 64 rows (the one-row-per-tile launch): decode rows of every sequence and a short chunk.
+std::vector<Row> decode_rows() {
+  std::vector<Row> rows = {{0, 299}, {1, 129}, {2, 63}, {3, 64}, {4, 0}, {5, 199}, {6, 128}, {0, 0}, {0, 64}};
+  for (int p = 40; p < 70; ++p) rows.push_back({5, p});
+  return rows;
+}
+
+struct Heads {
+  int heads, kv_heads, head_dim;
+};
+
+std::string describe(Heads s) {
+  return "heads " + std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " hd " + std::to_string(s.head_dim);
+}
+
+TEST(CudaKernels, TensorCoreAttentionMatchesCpu) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(11);
+  std::vector<Heads> shapes;
+  for (int hd : {16, 32, 64, 128})
+    for (int group : {1, 2, 4, 8}) shapes.push_back({2 * group, 2, hd});
+  // A group of 3 (5 rows × 3 heads per tile), head_dim 256 and 48, a group wider than one tile (32 heads on 1).
+  for (Heads s : {Heads{3, 1, 48}, Heads{8, 2, 256}, Heads{32, 1, 64}, Heads{12, 4, 96}}) shapes.push_back(s);
+  for (Heads s : shapes) {
+    SCOPED_TRACE(describe(s));
+    PagedPool pool(rng, s.heads, s.kv_heads, s.head_dim, kLengths);
+    PagedAttention att(gpu, pool);
+    for (const auto& rows : {mixed_rows(), decode_rows()}) expect_matches_cpu(pool, rows, att.run(rows), true);
+  }
+}
+
+TEST(CudaKernels, PlainAttentionMatchesCpuForOtherHeadDims) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(12);
+  for (Heads s : {Heads{4, 2, 24}, Heads{8, 2, 40}, Heads{6, 2, 64}}) {
+    SCOPED_TRACE(describe(s));
+    PagedPool pool(rng, s.heads, s.kv_heads, s.head_dim, kLengths);
+    PagedAttention att(gpu, pool);
+    const bool plain = s.head_dim % 16 == 0;  // head dims off the tensor-core path go there by themselves
+    expect_matches_cpu(pool, decode_rows(), att.run(decode_rows(), plain), false);
+  }
+}
+
+// A row's bits are the same alone, inside the whole prompt, inside a mixed call and inside a small call.
+TEST(CudaKernels, AttentionRowBitsDoNotDependOnTheCall) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(13);
+  for (Heads s : {Heads{8, 2, 128}, Heads{4, 4, 64}, Heads{16, 2, 64}, Heads{4, 2, 16}, Heads{3, 1, 48},
+                  Heads{32, 8, 128}}) {
+    SCOPED_TRACE(describe(s));
+    PagedPool pool(rng, s.heads, s.kv_heads, s.head_dim, kLengths);
+    PagedAttention att(gpu, pool);
+    const size_t W = pool.row_width();
+    // Reference bits: each row of interest computed alone.
+    std::map<std::pair<int, int>, std::vector<uint16_t>> alone;
+    auto check = [&](const std::vector<Row>& rows, const std::vector<uint16_t>& got, const char* call) {
+      int compared = 0;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        auto it = alone.find({rows[i].seq, rows[i].pos});
+        if (it == alone.end()) continue;
+        ++compared;
+        ASSERT_TRUE(std::equal(it->second.begin(), it->second.end(), got.begin() + long(i * W)))
+            << call << ": row " << i << " (sequence " << rows[i].seq << ", position " << rows[i].pos
+            << ") differs from the row computed alone";
+      }
+      EXPECT_GT(compared, 3) << call;
+    };
+    std::vector<Row> singles = {{0, 0},  {0, 1},   {0, 15},  {0, 16},  {0, 17},  {0, 63}, {0, 64}, {0, 65},
+                                {0, 127}, {0, 128}, {0, 200}, {0, 299}, {1, 129}, {2, 63}, {3, 64}, {4, 0},
+                                {5, 150}, {5, 199}, {6, 128}, {5, 45}};
+    for (Row r : singles) alone[{r.seq, r.pos}] = att.run({r});
+    std::vector<Row> prompt;
+    for (int p = 0; p < 300; ++p) prompt.push_back({0, p});
+    check(prompt, att.run(prompt), "whole prompt");
+    check(mixed_rows(), att.run(mixed_rows()), "mixed call");
+    check(decode_rows(), att.run(decode_rows()), "decode call");
+    // The prompt shifted by one row, so every tile straddles a different pair of rows.
+    std::vector<Row> shifted = {{4, 0}};
+    shifted.insert(shifted.end(), prompt.begin(), prompt.end());
+    check(shifted, att.run(shifted), "shifted prompt");
   }
 }
 

@@ -1,5 +1,7 @@
-// Per-head q/k norm + RoPE + KV store, and causal GQA attention over the paged KV cache. One warp per (row, head);
-// keys are visited in position order in tiles of 32, so a row's arithmetic depends only on its own key count.
+// Per-head q/k norm + RoPE + KV store, and causal GQA attention over the paged KV cache: the tensor-core kernel of
+// attention_mma.cuh for head_dim a multiple of 16 up to 256, else a plain kernel with one warp per (row, head) that
+// visits keys in position order in tiles of 32. Either way a row's arithmetic depends only on its own key count.
+#include "backends/cuda/kernels/attention_mma.cuh"
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/ops.h"
 
@@ -51,7 +53,7 @@ __global__ void qkv_rope_store_kernel(const float* qkv, HeadShape shape, const f
   }
 }
 
-__global__ void attention_kernel(const float* q, HeadShape shape, PagedKv kv, float scale, uint16_t* out) {
+__global__ void plain_attention_kernel(const float* q, HeadShape shape, PagedKv kv, float scale, uint16_t* out) {
   __shared__ float qs[kMaxHeadDim];
   const int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
   const int hd = shape.head_dim, kv_width = shape.kv_heads * hd;
@@ -116,6 +118,15 @@ void check_shape(HeadShape shape) {
 
 }  // namespace
 
+void plain_attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, uint16_t* out,
+                     void* stream) {
+  check_shape(shape);
+  if (rows == 0) return;
+  dim3 grid(rows, shape.heads);
+  plain_attention_kernel<<<grid, 32, 0, as_runtime(stream)>>>(q, shape, kv, scale, out);
+  check_launch("plain attention");
+}
+
 void qkv_rope_store(const float* qkv, int rows, HeadShape shape, const float* q_norm, const float* k_norm, float eps,
                     const float* cos, const float* sin, const PagedKv& kv, float* q, void* stream) {
   check_shape(shape);
@@ -129,8 +140,26 @@ void attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, flo
                void* stream) {
   check_shape(shape);
   if (rows == 0) return;
-  dim3 grid(rows, shape.heads);
-  attention_kernel<<<grid, 32, 0, as_runtime(stream)>>>(q, shape, kv, scale, out);
+  const cudaStream_t st = as_runtime(stream);
+  switch (shape.head_dim % 16 == 0 ? shape.head_dim / 16 : 0) {
+    case 1: attention_mma::launch<16>(q, rows, shape, kv, scale, out, st); break;
+    case 2: attention_mma::launch<32>(q, rows, shape, kv, scale, out, st); break;
+    case 3: attention_mma::launch<48>(q, rows, shape, kv, scale, out, st); break;
+    case 4: attention_mma::launch<64>(q, rows, shape, kv, scale, out, st); break;
+    case 5: attention_mma::launch<80>(q, rows, shape, kv, scale, out, st); break;
+    case 6: attention_mma::launch<96>(q, rows, shape, kv, scale, out, st); break;
+    case 7: attention_mma::launch<112>(q, rows, shape, kv, scale, out, st); break;
+    case 8: attention_mma::launch<128>(q, rows, shape, kv, scale, out, st); break;
+    case 9: attention_mma::launch<144>(q, rows, shape, kv, scale, out, st); break;
+    case 10: attention_mma::launch<160>(q, rows, shape, kv, scale, out, st); break;
+    case 11: attention_mma::launch<176>(q, rows, shape, kv, scale, out, st); break;
+    case 12: attention_mma::launch<192>(q, rows, shape, kv, scale, out, st); break;
+    case 13: attention_mma::launch<208>(q, rows, shape, kv, scale, out, st); break;
+    case 14: attention_mma::launch<224>(q, rows, shape, kv, scale, out, st); break;
+    case 15: attention_mma::launch<240>(q, rows, shape, kv, scale, out, st); break;
+    case 16: attention_mma::launch<256>(q, rows, shape, kv, scale, out, st); break;
+    default: plain_attention(q, rows, shape, kv, scale, out, stream);
+  }
   check_launch("attention");
 }
 

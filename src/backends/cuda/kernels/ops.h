@@ -40,9 +40,16 @@ struct HeadShape {
 void qkv_rope_store(const float* qkv, int rows, HeadShape shape, const float* q_norm, const float* k_norm, float eps,
                     const float* cos, const float* sin, const PagedKv& kv, float* q, void* stream);
 
-// Causal GQA attention of each row over its own keys 0..row_keys-1 in position order; out bf16 [rows, heads·hd].
+// Causal GQA attention of each row over its own keys 0..row_keys-1; q f32 [rows, heads, hd], out bf16
+// [rows, heads·hd]. head_dim a multiple of 16 up to 256: tensor cores (q and softmax weights rounded to bf16, f32
+// accumulation), keys in blocks of 64 from position 0, each block split over 4 warps with their states merged in
+// fixed order; other head dims: `plain_attention`. A row's bits depend only on q[r], its keys and row_keys[r]. No
+// allocation, no host read of device data; the launch depends on rows and shape only.
 void attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, uint16_t* out,
                void* stream);
+// The plain kernel (one warp per (row, head), f32 throughout), for any even head_dim up to 256.
+void plain_attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, uint16_t* out,
+                     void* stream);
 
 // out[r, f] = silu(gu[r, f]) · gu[r, F + f] as bf16, gu f32 [rows, 2F].
 void swiglu(const float* gu, int rows, int ffn, uint16_t* out, void* stream);

@@ -1,0 +1,146 @@
+// Attention kernel benchmark on the Llama-3-8B head shape (32 heads, 8 kv heads, head_dim 128, pages of 16):
+// a 2048-row prefill chunk (TFLOP/s of the causal work) and 1/16/64 decode rows at 128/1024/4096 keys (TB/s of the
+// K/V bytes read), for the tensor-core kernel and the plain one.
+// Usage: bench_attention [--reps N]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+#ifdef FOLDSERVE_WITH_CUDA
+#include "backends/cuda/host/check.h"
+#include "backends/cuda/host/device.h"
+#include "backends/cuda/host/device_arena.h"
+#include "backends/cuda/host/stream.h"
+#include "backends/cuda/kernels/ops.h"
+
+namespace fs {
+namespace {
+
+namespace k = cuda::kernels;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128, kPageTokens = 16;
+
+struct Bench {
+  cuda::Device device{0};
+  cuda::Stream stream;
+  cuda::DeviceArena arena{size_t{3} << 30, "attention benchmark"};
+  uint16_t* keys = nullptr;
+  uint16_t* values = nullptr;
+  float* q = nullptr;
+  uint16_t* out = nullptr;
+  size_t pages = 0;
+
+  // A pool of `pages` pages, q and out for `rows` rows; bf16 0x3c3c ≈ 0.0115 everywhere.
+  Bench(size_t pool_pages, int rows) : pages(pool_pages) {
+    const size_t kv_bytes = pages * kPageTokens * kKvHeads * kHeadDim * 2;
+    keys = reinterpret_cast<uint16_t*>(arena.allocate(kv_bytes, "keys").ptr);
+    values = reinterpret_cast<uint16_t*>(arena.allocate(kv_bytes, "values").ptr);
+    const size_t q_elems = size_t(rows) * kHeads * kHeadDim;
+    q = reinterpret_cast<float*>(arena.allocate(q_elems * 4, "q").ptr);
+    out = reinterpret_cast<uint16_t*>(arena.allocate(q_elems * 2, "out").ptr);
+    for (auto [p, n] : {std::pair{(void*)keys, kv_bytes}, {(void*)values, kv_bytes}, {(void*)q, q_elems * 4}})
+      FS_CU(memset_d8_async, cuda::CUdeviceptr(reinterpret_cast<uintptr_t>(p)), 0x3c, n, stream.handle());
+    stream.synchronize();
+  }
+
+  template <typename T>
+  const T* upload(const std::vector<T>& host) {
+    auto span = arena.allocate(std::max<size_t>(host.size() * sizeof(T), 16), "metadata");
+    FS_CU(memcpy_htod_async, span.ptr, host.data(), host.size() * sizeof(T), stream.handle());
+    stream.synchronize();
+    return reinterpret_cast<const T*>(static_cast<uintptr_t>(span.ptr));
+  }
+
+  // Mean seconds per call over `reps` calls after two warm-ups.
+  double time(const std::vector<int32_t>& row_keys, const std::vector<int32_t>& row_table,
+              const std::vector<int32_t>& page_list, bool plain, int reps) {
+    const int rows = int(row_keys.size());
+    k::PagedKv kv{keys, values, upload(row_keys), upload(row_keys), upload(row_table), upload(page_list),
+                  kPageTokens};
+    const k::HeadShape shape{kHeads, kKvHeads, kHeadDim};
+    const float scale = 1.0f / std::sqrt(float(kHeadDim));
+    auto call = [&] {
+      if (plain)
+        k::plain_attention(q, rows, shape, kv, scale, out, stream.handle());
+      else
+        k::attention(q, rows, shape, kv, scale, out, stream.handle());
+    };
+    for (int i = 0; i < 2; ++i) call();
+    stream.synchronize();
+    const auto t = Clock::now();
+    for (int i = 0; i < reps; ++i) call();
+    stream.synchronize();
+    return std::chrono::duration<double>(Clock::now() - t).count() / reps;
+  }
+};
+
+int bench(int argc, char** argv) {
+  int reps = 20;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+      reps = std::max(1, std::atoi(argv[++i]));
+    else
+      throw Error(std::string("unknown argument ") + argv[i] + " (usage: bench_attention [--reps N])");
+  }
+  std::printf("attention, %d heads / %d kv heads, head_dim %d, pages of %d tokens, mean of %d calls\n", kHeads,
+              kKvHeads, kHeadDim, kPageTokens, reps);
+  std::printf("%-8s %6s %6s %8s %12s %10s %10s\n", "kernel", "rows", "keys", "case", "us", "TFLOP/s", "TB/s");
+  const size_t row_kv_bytes = size_t(kKvHeads) * kHeadDim * 2 * 2;  // K and V of one position
+  {
+    const int rows = 2048;
+    Bench b(rows / kPageTokens, rows);
+    std::vector<int32_t> keys(rows), table(rows, 0), pages(rows / kPageTokens);
+    double flop = 0;
+    for (int r = 0; r < rows; ++r) {
+      keys[size_t(r)] = r + 1;
+      flop += 4.0 * kHeads * kHeadDim * (r + 1);
+    }
+    for (size_t p = 0; p < pages.size(); ++p) pages[p] = int32_t((p * 37) % pages.size());
+    for (bool plain : {false, true}) {
+      const double s = b.time(keys, table, pages, plain, plain ? 2 : reps);
+      std::printf("%-8s %6d %6d %8s %12.1f %10.2f %10.3f\n", plain ? "plain" : "mma", rows, rows, "prefill", s * 1e6,
+                  flop / s / 1e12, double(rows) * row_kv_bytes / s / 1e12);
+    }
+  }
+  for (int streams : {1, 16, 64})
+    for (int n : {128, 1024, 4096}) {
+      const int per = n / kPageTokens;
+      Bench b(size_t(streams) * per, streams);
+      std::vector<int32_t> keys(size_t(streams), n), table(static_cast<size_t>(streams)), pages(size_t(streams) * per);
+      for (int s = 0; s < streams; ++s) table[size_t(s)] = s * per;
+      for (size_t p = 0; p < pages.size(); ++p) pages[p] = int32_t((p * 97) % pages.size());
+      const double flop = 4.0 * kHeads * kHeadDim * n * streams, bytes = double(row_kv_bytes) * n * streams;
+      for (bool plain : {false, true}) {
+        const double s = b.time(keys, table, pages, plain, reps);
+        std::printf("%-8s %6d %6d %8s %12.1f %10.2f %10.3f\n", plain ? "plain" : "mma", streams, n, "decode",
+                    s * 1e6, flop / s / 1e12, bytes / s / 1e12);
+      }
+    }
+  return 0;
+}
+
+}  // namespace
+}  // namespace fs
+
+int main(int argc, char** argv) {
+  try {
+    return fs::bench(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_attention: %s\n", e.what());
+    return 1;
+  }
+}
+#else
+int main() {
+  std::fprintf(stderr, "bench_attention: this build has no CUDA backend\n");
+  return 1;
+}
+#endif
