@@ -4,6 +4,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "engine/row_sampling.h"
 #include "engine/scheduler.h"
 #include "engine/stream.h"
 #include "models/kv_pool.h"
@@ -190,6 +191,23 @@ SequenceChunk Engine::chunk_for(const Stream& s, int begin, int count, bool samp
   return c;
 }
 
+// A model's answer must hold one id per sampling row, ids in the vocabulary only where asked for, and the logits of
+// every other row.
+void Engine::check_sampled(const SampledForward& out, std::span<const RowSampling> rows) const {
+  const int32_t V = model_.config().vocab_size;
+  if (out.ids.size() != rows.size())
+    throw Error("the model returned " + std::to_string(out.ids.size()) + " rows for " + std::to_string(rows.size()) +
+                " sampling rows");
+  size_t host_rows = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int32_t id = out.ids[i];
+    if (id >= V || (id >= 0 && rows[i].mode == RowSampling::Mode::Logits))
+      throw Error("the model returned token id " + std::to_string(id) + " for a row it was not asked to sample");
+    host_rows += id < 0 ? 1 : 0;
+  }
+  if (out.logits.size() != host_rows * size_t(V)) throw Error("the model returned the wrong number of logit rows");
+}
+
 void Engine::round(std::vector<std::unique_ptr<Stream>>& active) {
   std::vector<Stream*> order;
   for (auto& s : active) {
@@ -204,17 +222,27 @@ void Engine::round(std::vector<std::unique_ptr<Stream>>& active) {
     chunks.push_back(chunk_for(*it.stream, it.begin, it.count, it.samples));
     rows += it.count;
   }
-  std::vector<float> logits;
+  // One RowSampling per sampling row; the route depends only on the request's own parameters.
+  const bool model_samples = options_.device_sampling && model_.samples_on_device();
+  std::vector<RowSampling> sampling;
+  for (const auto& it : items)
+    if (it.samples) {
+      const Stream& s = *it.stream;
+      sampling.push_back(row_sampling_for(s.request.sampling, model_samples && device_sampleable(s.request.sampling),
+                                          s.seed, s.tokens.size()));
+    }
+  SampledForward out;
   std::string failure;
   if (!chunks.empty()) {
     try {
-      logits = model_.forward(chunks, *pool_);
+      out = model_.forward_sampled(chunks, sampling, *pool_);
+      check_sampled(out, sampling);
     } catch (const std::exception& e) {
       failure = e.what();
     }
   }
   const size_t V = size_t(model_.config().vocab_size);
-  size_t row = 0;
+  size_t row = 0, logit_row = 0;
   for (const auto& it : items) {
     Stream& s = *it.stream;
     if (!failure.empty()) {
@@ -223,8 +251,14 @@ void Engine::round(std::vector<std::unique_ptr<Stream>>& active) {
     }
     s.computed += it.count;
     if (!it.samples) continue;
-    std::span<float> l(logits.data() + row++ * V, V);
-    SampledToken tok = sample_token(l, s.request.sampling, s.counts, s.seed, s.tokens.size());
+    const int32_t picked = out.ids[row++];
+    SampledToken tok;
+    if (picked >= 0) {
+      tok.id = picked;
+    } else {
+      std::span<float> l(out.logits.data() + logit_row++ * V, V);
+      tok = sample_token(l, s.request.sampling, s.counts, s.seed, s.tokens.size());
+    }
     ++s.generated;
     const auto& eos = s.request.eos_ids;
     if (std::find(eos.begin(), eos.end(), tok.id) != eos.end()) {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +22,8 @@ class Model;
 class KvPool;
 struct Stream;
 struct SequenceChunk;
+struct SampledForward;
+struct RowSampling;
 
 enum class FinishReason { Stop, Length, Cancelled, Error };
 const char* finish_reason_name(FinishReason r);
@@ -62,6 +65,7 @@ struct EngineOptions {
   int kv_page_tokens = 16;     // positions per KV page
   int prompt_cache_pages = 0;  // pool pages the prompt cache may hold (0 → no prompt cache)
   int prompt_cache_host_pages = 0;  // pages the cache may keep in host memory after eviction
+  bool device_sampling = true;      // let a model that can pick tokens do so for requests without penalties/logprobs
 };
 
 struct EngineStats {
@@ -105,6 +109,7 @@ class Engine {
   bool grow_pages(Stream& s, int positions);
   SequenceChunk chunk_for(const Stream& s, int begin, int count, bool samples) const;
   void publish_cache_stats();
+  void check_sampled(const SampledForward& out, std::span<const RowSampling> rows) const;
 
   Model& model_;
   EngineOptions options_;

@@ -87,6 +87,10 @@ int32_t draw(std::span<const float> logits, const SamplingParams& p, double u) {
 
 }  // namespace
 
+int32_t draw_token(std::span<const float> logits, const SamplingParams& params, double u) {
+  return draw(logits, params, u);
+}
+
 double keyed_uniform(uint64_t seed, uint64_t position) {
   uint64_t bits = splitmix64(splitmix64(seed) ^ (position * 0xd1b54a32d192ed03ull));
   return double(bits >> 11) * (1.0 / 9007199254740992.0);

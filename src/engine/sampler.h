@@ -18,6 +18,9 @@ struct TokenCounts {
 // A uniform double in [0, 1) from (seed, position).
 double keyed_uniform(uint64_t seed, uint64_t position);
 
+// The token a temperature draw picks with uniform `u` (top-k, min-p, top-p as in sample_token; no penalties).
+int32_t draw_token(std::span<const float> logits, const SamplingParams& params, double u);
+
 // `logits` is modified (penalties, temperature). `position` is the index of the token being chosen.
 SampledToken sample_token(std::span<float> logits, const SamplingParams& params, const TokenCounts& counts,
                           uint64_t seed, uint64_t position);

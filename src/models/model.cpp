@@ -1,11 +1,22 @@
 #include "models/model.h"
 
+#include "core/error.h"
 #include "models/kv_pool.h"
 
 namespace fs {
 
 void Model::copy_kv_positions(KvPool& pool, int32_t from, int32_t to, int positions) {
   pool.copy_positions(from, to, positions);
+}
+
+SampledForward Model::forward_sampled(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
+                                      KvPool& pool) {
+  SampledForward out;
+  out.logits = forward(chunks, pool);
+  const size_t V = size_t(config().vocab_size);
+  if (out.logits.size() != rows.size() * V) throw Error("forward_sampled: one RowSampling per logit row is required");
+  out.ids.assign(rows.size(), -1);
+  return out;
 }
 
 void Model::save_kv_page(KvPool& pool, int32_t page, float* dst) { pool.save_page(page, dst); }

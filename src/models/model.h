@@ -27,6 +27,24 @@ struct SequenceChunk {
   std::span<const float> image_embeddings;
 };
 
+// How the engine wants one logit row back: its logits (sampled on the host) or a token the model picks itself.
+struct RowSampling {
+  enum class Mode : int32_t { Logits = 0, Greedy = 1, Draw = 2 };
+  Mode mode = Mode::Logits;
+  float temperature = 1.0f;  // Draw: probabilities ∝ exp((logit - max) / temperature)
+  int top_k = 0;             // 0 → off
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  double uniform = 0.0;  // Draw: the request's keyed draw in [0, 1)
+};
+
+// A forward pass's result with sampling: one id per logit row (-1 where the row comes back as logits) and the
+// logits of those rows only, in order, vocab_size floats each.
+struct SampledForward {
+  std::vector<int32_t> ids;
+  std::vector<float> logits;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -37,6 +55,11 @@ class Model {
   // Hidden states of one chunk run alone, for tests: [layers + 1, tokens, hidden] (embeddings, after each layer
   // with the final norm applied to the last).
   virtual std::vector<float> hidden_states(const SequenceChunk& chunk, KvPool& pool) = 0;
+  // Whether forward_sampled can pick tokens itself (Greedy and Draw rows); false → every row comes back as logits.
+  virtual bool samples_on_device() const { return false; }
+  // forward() with one RowSampling per logit row; the default returns every row's logits (ids all -1).
+  virtual SampledForward forward_sampled(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
+                                         KvPool& pool);
   virtual size_t weight_bytes() const = 0;
   // Whether K/V live in the pool's host storage (CPU) or in the backend's own memory, indexed by the same pages.
   virtual bool kv_on_host() const { return true; }

@@ -1,15 +1,23 @@
 // The Llama family forward on a CUDA device: weights uploaded once as bf16, K/V in device pages indexed by the
 // engine's page ids, one stream; every kernel's per-row arithmetic is independent of the batch.
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "backends/cuda/host/device.h"
 #include "backends/cuda/host/downloader.h"
 #include "backends/cuda/host/check.h"
+#include "backends/cuda/host/decode_buckets.h"
+#include "backends/cuda/host/graph.h"
 #include "backends/cuda/host/stream.h"
 #include "backends/cuda/kernels/cuda_model.h"
 #include "backends/cuda/kernels/device_weights.h"
 #include "backends/cuda/kernels/ops.h"
+#include "backends/cuda/kernels/sample_ops.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -32,13 +40,32 @@ T* at(CUdeviceptr p) {
 constexpr size_t kPinnedLimit = size_t{256} << 20;
 constexpr size_t kStageBytes = size_t{32} << 20;
 
-// Row bookkeeping of one forward pass, uploaded as one block: ints then cos/sin floats.
-struct Plan {
-  int rows = 0, logit_rows = 0;
-  std::vector<int32_t> tokens, slot, keys, table, logits, pages;
-  std::vector<int> rope_positions;
+constexpr int kSampleWords = int(sizeof(k::SampleRow) / 4);
+
+// Row bookkeeping of one forward pass, uploaded as one block laid out by cuda::meta_layout.
+struct Plan : cuda::PassRows {
+  int logit_rows = 0;
+  bool decode_only = true;  // every chunk is one token with its logits
   std::vector<std::pair<int, const float*>> image_rows;
 };
+
+// Graphs for decode rounds unless FOLDSERVE_CUDA_GRAPHS=0.
+bool graphs_enabled() {
+  const char* v = std::getenv("FOLDSERVE_CUDA_GRAPHS");
+  return !(v && std::string(v) == "0");
+}
+
+k::SampleRow sample_row(const RowSampling& r) {
+  k::SampleRow s;
+  s.mode = int32_t(r.mode);
+  s.top_k = r.top_k;
+  s.temperature = r.temperature;
+  s.top_p = r.top_p;
+  s.min_p = r.min_p;
+  s.uniform = std::min(float(r.uniform), 0x1.fffffep-1f);
+  if (!(s.uniform >= 0.0f)) s.uniform = 0.0f;
+  return s;
+}
 
 class CudaModel final : public Model {
  public:
@@ -48,7 +75,8 @@ class CudaModel final : public Model {
         device_(0),
         pinned_(kPinnedLimit),
         stage_(pinned_, kStageBytes, "CUDA upload stage"),
-        downloader_(device_, pinned_) {
+        downloader_(device_, pinned_),
+        graphs_on_(graphs_enabled()) {
     weights_ = cuda::upload_weights(c, *ck_, llama_family_options(c, ck_.get()), stage_, stream_.handle());
     inv_freq_ = rope_inv_freq(c.rope, c.head_dim);
     sections_ = c.rope.mrope_section.empty() ? std::vector<int>{c.head_dim / 2} : c.rope.mrope_section;
@@ -67,9 +95,10 @@ class CudaModel final : public Model {
   bool kv_on_host() const override { return false; }
   const char* device_name() const override { return "cuda"; }
 
+  // The device pool holds one page more than the engine's: the page padded decode rows write to.
   void attach_pool(KvPool& pool) override {
     device_.make_current();
-    const size_t slots = size_t(pool.pages_total()) * size_t(pool.page_tokens());
+    const size_t slots = size_t(pool.pages_total() + 1) * size_t(pool.page_tokens());
     const size_t bytes = size_t(config_.num_layers) * 2 * slots * size_t(pool.row_floats()) * 2;
     if (!kv_ || kv_->capacity() < bytes) {
       stream_.synchronize();
@@ -77,18 +106,30 @@ class CudaModel final : public Model {
       kv_ = std::make_unique<cuda::DeviceArena>(bytes, "KV cache");
       kv_base_ = kv_->allocate(bytes, "KV pages").ptr;
     }
+    stream_.synchronize();
+    for (auto& g : graphs_) g.reset();
+    decode_scratch_.reset();
     attached_ = &pool;
     slots_ = slots;
+    pool_slots_ = size_t(pool.pages_total()) * size_t(pool.page_tokens());
+    dummy_page_ = pool.pages_total();
     page_tokens_ = pool.page_tokens();
   }
 
   std::vector<float> forward(std::span<const SequenceChunk> chunks, KvPool& pool) override {
-    return run(chunks, pool, nullptr);
+    return run(chunks, pool, nullptr, {}).logits;
+  }
+
+  bool samples_on_device() const override { return config_.vocab_size <= k::kMaxSampleVocab; }
+
+  SampledForward forward_sampled(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
+                                 KvPool& pool) override {
+    return run(chunks, pool, nullptr, rows);
   }
 
   std::vector<float> hidden_states(const SequenceChunk& chunk, KvPool& pool) override {
     std::vector<float> states;
-    run(std::span<const SequenceChunk>(&chunk, 1), pool, &states);
+    run(std::span<const SequenceChunk>(&chunk, 1), pool, &states, {});
     return states;
   }
 
@@ -133,7 +174,7 @@ class CudaModel final : public Model {
 
   void ensure_pool(KvPool& pool) {
     device_.make_current();
-    if (attached_ != &pool || slots_ != size_t(pool.pages_total()) * size_t(pool.page_tokens())) attach_pool(pool);
+    if (attached_ != &pool || pool_slots_ != size_t(pool.pages_total()) * size_t(pool.page_tokens())) attach_pool(pool);
   }
 
   Plan plan(std::span<const SequenceChunk> chunks) const {
@@ -145,7 +186,7 @@ class CudaModel final : public Model {
       if (!ch.mrope_positions.empty() && ch.mrope_positions.size() != ch.tokens.size() * 3)
         throw Error("M-RoPE positions do not cover the chunk");
       for (int32_t page : ch.pages)
-        if (page < 0 || size_t(page) * size_t(P) >= slots_) throw Error("KV page id outside the pool");
+        if (page < 0 || size_t(page) * size_t(P) >= pool_slots_) throw Error("KV page id outside the pool");
       const int32_t table = int32_t(p.pages.size());
       p.pages.insert(p.pages.end(), ch.pages.begin(), ch.pages.end());
       size_t image_row = 0;
@@ -155,10 +196,12 @@ class CudaModel final : public Model {
           throw Error("token id " + std::to_string(id) + " is outside the vocabulary (" +
                       std::to_string(config_.vocab_size) + ")");
         if (ch.all_logits || (ch.last_logits && i + 1 == ch.tokens.size())) p.logits.push_back(p.rows);
+        else p.decode_only = false;
         if (id == config_.image_token_id && !ch.image_embeddings.empty()) {
           if ((image_row + 1) * size_t(config_.hidden_size) > ch.image_embeddings.size())
             throw Error("fewer image features than image tokens in the chunk");
           p.image_rows.emplace_back(p.rows, ch.image_embeddings.data() + image_row++ * config_.hidden_size);
+          p.decode_only = false;
         }
         const int pos = ch.start_pos + int(i);
         p.tokens.push_back(id);
@@ -170,36 +213,89 @@ class CudaModel final : public Model {
                                                                 : ch.mrope_positions[i * 3 + size_t(s)]);
         ++p.rows;
       }
+      if (ch.tokens.size() != 1) p.decode_only = false;
     }
     p.logit_rows = int(p.logits.size());
     return p;
   }
 
-  // Device scratch for T rows, R logit rows and E page entries, grown when a pass needs more.
+  // Device buffers of one pass: activations for T rows, logits and ids for R logit rows, the metadata block.
   struct Scratch {
-    CUdeviceptr x, xn, act, qkv, q, gu, states, lastn, logits, meta;
+    CUdeviceptr x, xn, act, qkv, q, gu, states, lastn, logits, ids, meta;
   };
 
-  Scratch scratch(int T, int R, size_t meta_bytes) {
+  std::vector<size_t> scratch_sizes(int T, int R, size_t meta_bytes) const {
     const ModelConfig& c = config_;
     const size_t H = size_t(c.hidden_size), Q = size_t(c.num_heads) * c.head_dim;
     const size_t KV = size_t(c.num_kv_heads) * c.head_dim, F = size_t(c.intermediate_size);
     const size_t t = size_t(T), r = size_t(R);
-    const std::vector<size_t> sizes = {t * H * 4,       t * H * 2,          t * std::max(Q, F) * 2,
-                                       t * (Q + 2 * KV) * 4, t * Q * 4,     t * 2 * F * 4,
-                                       t * H * 4,       r * H * 2,          r * size_t(c.vocab_size) * 4,
-                                       meta_bytes};
+    return {t * H * 4,       t * H * 2,          t * std::max(Q, F) * 2,
+            t * (Q + 2 * KV) * 4, t * Q * 4,     t * 2 * F * 4,
+            t * H * 4,       r * H * 2,          r * size_t(c.vocab_size) * 4,
+            r * 4,           meta_bytes};
+  }
+
+  static size_t scratch_need(const std::vector<size_t>& sizes) {
     size_t need = 0;
-    for (size_t s : sizes) need += (s + 255) / 256 * 256 + 256;
+    for (size_t s : sizes) need += (std::max<size_t>(s, 16) + 255) / 256 * 256 + 256;
+    return need;
+  }
+
+  static Scratch carve(cuda::DeviceArena& arena, const std::vector<size_t>& sizes) {
+    arena.release_to(0);
+    CUdeviceptr p[11];
+    for (size_t i = 0; i < sizes.size(); ++i) p[i] = arena.allocate(std::max<size_t>(sizes[i], 16), "scratch").ptr;
+    return {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10]};
+  }
+
+  // Scratch of an eager pass, grown when a pass needs more.
+  Scratch scratch(int T, int R, size_t meta_bytes) {
+    const auto sizes = scratch_sizes(T, R, meta_bytes);
+    const size_t need = scratch_need(sizes);
     if (!scratch_ || scratch_->capacity() < need) {
       stream_.synchronize();
       scratch_.reset();
       scratch_ = std::make_unique<cuda::DeviceArena>(need + need / 4, "activation scratch");
     }
-    scratch_->release_to(0);
-    CUdeviceptr p[10];
-    for (size_t i = 0; i < sizes.size(); ++i) p[i] = scratch_->allocate(std::max<size_t>(sizes[i], 16), "scratch").ptr;
-    return {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]};
+    return carve(*scratch_, sizes);
+  }
+
+  // Page-table entries a decode round may upload: every row's table plus the padding page.
+  size_t decode_page_capacity() const {
+    return size_t(cuda::kMaxDecodeBucket) * (pool_slots_ / size_t(page_tokens_)) + 1;
+  }
+
+  // The fixed buffers every decode graph reads: scratch and metadata for the largest bucket, made once per pool.
+  const Scratch& decode_scratch() {
+    if (!decode_scratch_) {
+      const int B = cuda::kMaxDecodeBucket;
+      const auto L = cuda::meta_layout(B, B, config_.head_dim / 2, kSampleWords);
+      const auto sizes = scratch_sizes(B, B, L.words(decode_page_capacity()) * 4);
+      decode_scratch_ = std::make_unique<cuda::DeviceArena>(scratch_need(sizes), "decode graph scratch");
+      decode_ = carve(*decode_scratch_, sizes);
+    }
+    return decode_;
+  }
+
+  // The metadata block of a pass: row arrays, sampling requests (rows without one stay mode 0), cos/sin, pages.
+  std::vector<uint32_t> meta_block(const Plan& p, const cuda::MetaLayout& L, std::span<const RowSampling> rows) const {
+    std::vector<uint32_t> block(L.words(p.pages.size()), 0u);
+    auto put = [&](size_t at, const std::vector<int32_t>& v) {
+      if (!v.empty()) std::memcpy(block.data() + at, v.data(), v.size() * 4);
+    };
+    put(L.tokens, p.tokens);
+    put(L.slot, p.slot);
+    put(L.keys, p.keys);
+    put(L.table, p.table);
+    put(L.logits, p.logits);
+    put(L.pages, p.pages);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const k::SampleRow sr = sample_row(rows[r]);
+      std::memcpy(block.data() + L.sample + r * kSampleWords, &sr, sizeof sr);
+    }
+    mrope_angles(inv_freq_, sections_, p.rope_positions.data(), p.rows, reinterpret_cast<float*>(block.data() + L.cos),
+                 reinterpret_cast<float*>(block.data() + L.sin));
+    return block;
   }
 
   void append_download(std::vector<float>& out, CUdeviceptr src, size_t floats) {
@@ -208,69 +304,126 @@ class CudaModel final : public Model {
     downloader_.download(out.data() + n, src, floats * sizeof(float), stream_.handle());
   }
 
-  std::vector<float> run(std::span<const SequenceChunk> chunks, KvPool& pool, std::vector<float>* states) {
-    ensure_pool(pool);
+  // Queues the pass over T rows and R logit rows reading the metadata at s.meta laid out by L; with `sample` the
+  // sampler writes one id (or -1) per logit row. Eager passes may also upload image rows and download states.
+  void enqueue(const Scratch& s, const cuda::MetaLayout& L, int T, int R, bool sample, const Plan* images,
+               std::vector<float>* states, cuda::CUstream st) {
     const ModelConfig& c = config_;
-    Plan p = plan(chunks);
-    const int T = p.rows, R = p.logit_rows, H = c.hidden_size, hd = c.head_dim, half = hd / 2;
+    const int H = c.hidden_size, hd = c.head_dim;
     const int Q = c.num_heads * hd, KV = c.num_kv_heads * hd, F = c.intermediate_size;
-    if (T == 0) return {};
-    // One upload: tokens, slot, keys, table, logit rows, pages (int32), then cos and sin (f32).
-    std::vector<uint32_t> block;
-    for (const auto* v : {&p.tokens, &p.slot, &p.keys, &p.table, &p.logits, &p.pages})
-      for (int32_t x : *v) block.push_back(uint32_t(x));
-    const size_t angles_at = block.size();
-    block.resize(angles_at + 2 * size_t(T) * half);
-    auto* cos = reinterpret_cast<float*>(block.data() + angles_at);
-    mrope_angles(inv_freq_, sections_, p.rope_positions.data(), T, cos, cos + size_t(T) * half);
-    Scratch s = scratch(T, R, block.size() * 4);
-    CUstreamHandle st = stream_.handle();
-    stage_.upload(s.meta, block.data(), block.size() * 4, st);
     const int32_t* meta = at<int32_t>(s.meta);
-    const int32_t *tokens = meta, *slot = meta + T, *keys = meta + 2 * T, *table = meta + 3 * T;
-    const int32_t *logit_rows = meta + 4 * T, *pages = logit_rows + R;
-    const float* cosd = at<float>(s.meta) + angles_at;
-    const float* sind = cosd + size_t(T) * half;
+    const int32_t *tokens = meta + L.tokens, *slot = meta + L.slot, *keys = meta + L.keys, *table = meta + L.table;
+    const int32_t *logit_rows = meta + L.logits, *pages = meta + L.pages;
+    const float* cosd = at<float>(s.meta) + L.cos;
+    const float* sind = at<float>(s.meta) + L.sin;
+    const auto* params = reinterpret_cast<const k::SampleRow*>(meta + L.sample);
 
     k::embedding(at<uint16_t>(weights_.embed), tokens, T, H, at<float>(s.x), st);
-    for (const auto& [row, src] : p.image_rows)
-      stage_.upload(s.x + size_t(row) * H * 4, src, size_t(H) * 4, st);
+    if (images)
+      for (const auto& [row, src] : images->image_rows)
+        stage_.upload(s.x + size_t(row) * H * 4, src, size_t(H) * 4, st);
     if (states) append_download(*states, s.x, size_t(T) * H);
     const float eps = float(c.rms_norm_eps), scale = 1.0f / std::sqrt(float(hd));
     for (int li = 0; li < c.num_layers; ++li) {
-      const cuda::DeviceLayer& L = weights_.layers[size_t(li)];
+      const cuda::DeviceLayer& Ly = weights_.layers[size_t(li)];
       k::PagedKv kv{at<uint16_t>(side_base(li, 0)), at<uint16_t>(side_base(li, 1)), slot, keys, table, pages,
                     page_tokens_};
-      k::rmsnorm_bf16(at<float>(s.x), nullptr, at<float>(L.attn_norm), T, H, eps, at<uint16_t>(s.xn), st);
-      k::gemm(at<uint16_t>(s.xn), at<uint16_t>(L.wqkv), L.qkv_bias ? at<float>(L.qkv_bias) : nullptr,
+      k::rmsnorm_bf16(at<float>(s.x), nullptr, at<float>(Ly.attn_norm), T, H, eps, at<uint16_t>(s.xn), st);
+      k::gemm(at<uint16_t>(s.xn), at<uint16_t>(Ly.wqkv), Ly.qkv_bias ? at<float>(Ly.qkv_bias) : nullptr,
               at<float>(s.qkv), T, Q + 2 * KV, H, false, st);
-      k::qkv_rope_store(at<float>(s.qkv), T, shape_, L.q_norm ? at<float>(L.q_norm) : nullptr,
-                        L.k_norm ? at<float>(L.k_norm) : nullptr, eps, cosd, sind, kv, at<float>(s.q), st);
+      k::qkv_rope_store(at<float>(s.qkv), T, shape_, Ly.q_norm ? at<float>(Ly.q_norm) : nullptr,
+                        Ly.k_norm ? at<float>(Ly.k_norm) : nullptr, eps, cosd, sind, kv, at<float>(s.q), st);
       k::attention(at<float>(s.q), T, shape_, kv, scale, at<uint16_t>(s.act), st);
-      k::gemm(at<uint16_t>(s.act), at<uint16_t>(L.wo), nullptr, at<float>(s.x), T, H, Q, true, st);
-      k::rmsnorm_bf16(at<float>(s.x), nullptr, at<float>(L.mlp_norm), T, H, eps, at<uint16_t>(s.xn), st);
-      k::gemm(at<uint16_t>(s.xn), at<uint16_t>(L.wgate_up), nullptr, at<float>(s.gu), T, 2 * F, H, false, st);
+      k::gemm(at<uint16_t>(s.act), at<uint16_t>(Ly.wo), nullptr, at<float>(s.x), T, H, Q, true, st);
+      k::rmsnorm_bf16(at<float>(s.x), nullptr, at<float>(Ly.mlp_norm), T, H, eps, at<uint16_t>(s.xn), st);
+      k::gemm(at<uint16_t>(s.xn), at<uint16_t>(Ly.wgate_up), nullptr, at<float>(s.gu), T, 2 * F, H, false, st);
       k::swiglu(at<float>(s.gu), T, F, at<uint16_t>(s.act), st);
-      k::gemm(at<uint16_t>(s.act), at<uint16_t>(L.wdown), nullptr, at<float>(s.x), T, H, F, true, st);
+      k::gemm(at<uint16_t>(s.act), at<uint16_t>(Ly.wdown), nullptr, at<float>(s.x), T, H, F, true, st);
       if (states && li + 1 < c.num_layers) append_download(*states, s.x, size_t(T) * H);
     }
     if (states) {
       k::rmsnorm_f32(at<float>(s.x), nullptr, at<float>(weights_.final_norm), T, H, eps, at<float>(s.states), st);
       append_download(*states, s.states, size_t(T) * H);
     }
-    std::vector<float> logits(size_t(R) * size_t(c.vocab_size));
-    if (R == 0) {
-      stream_.synchronize();
-      return logits;
-    }
+    if (R == 0) return;
     k::rmsnorm_bf16(at<float>(s.x), logit_rows, at<float>(weights_.final_norm), R, H, eps, at<uint16_t>(s.lastn), st);
     k::gemm(at<uint16_t>(s.lastn), at<uint16_t>(weights_.head), nullptr, at<float>(s.logits), R, c.vocab_size, H,
             false, st);
-    downloader_.download(logits.data(), s.logits, logits.size() * sizeof(float), st);
-    return logits;
+    if (sample && samples_on_device())
+      k::sample_rows(at<float>(s.logits), R, c.vocab_size, params, at<int32_t>(s.ids), st);
   }
 
-  using CUstreamHandle = cuda::CUstream;
+  // Replays the bucket's graph; its first round runs eagerly (loading kernels, setting their attributes) and is then
+  // captured. A failed capture turns graphs off for this model.
+  void launch_decode(int bucket, const Scratch& s, const cuda::MetaLayout& L, cuda::CUstream st) {
+    auto& graph = graphs_[size_t(cuda::decode_bucket_index(bucket))];
+    if (graph) {
+      graph->launch(st);
+      return;
+    }
+    enqueue(s, L, bucket, bucket, true, nullptr, nullptr, st);
+    stream_.synchronize();
+    try {
+      graph = std::make_unique<cuda::CapturedGraph>(
+          st, [&] { enqueue(s, L, bucket, bucket, true, nullptr, nullptr, st); });
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "foldserve: CUDA graph capture failed (%s); decode rounds run without graphs\n", e.what());
+      graphs_on_ = false;
+    }
+  }
+
+  SampledForward run(std::span<const SequenceChunk> chunks, KvPool& pool, std::vector<float>* states,
+                     std::span<const RowSampling> rows) {
+    ensure_pool(pool);
+    const ModelConfig& c = config_;
+    Plan p = plan(chunks);
+    const int T = p.rows, R = p.logit_rows;
+    if (!rows.empty() && int(rows.size()) != R)
+      throw Error("forward_sampled got " + std::to_string(rows.size()) + " sampling rows for " + std::to_string(R) +
+                  " logit rows");
+    bool any_device = false;
+    for (const auto& r : rows) any_device = any_device || r.mode != RowSampling::Mode::Logits;
+    SampledForward out;
+    out.ids.assign(size_t(R), -1);
+    if (T == 0) return out;
+    const cuda::CUstream st = stream_.handle();
+    const int bucket = cuda::decode_bucket(T);
+    const bool graph = graphs_on_ && !states && p.decode_only && R == T && bucket > 0 &&
+                       p.pages.size() + 1 <= decode_page_capacity();
+    Scratch eager{};
+    const Scratch* sp = &eager;
+    if (graph) {
+      cuda::pad_decode_rows(p, bucket, dummy_page_, page_tokens_);
+      sp = &decode_scratch();
+    }
+    const cuda::MetaLayout L = cuda::meta_layout(p.rows, int(p.logits.size()), c.head_dim / 2, kSampleWords);
+    const std::vector<uint32_t> block = meta_block(p, L, rows);
+    if (!graph) eager = scratch(T, R, block.size() * 4);
+    stage_.upload(sp->meta, block.data(), block.size() * 4, st);
+    if (graph) launch_decode(bucket, *sp, L, st);
+    else enqueue(*sp, L, T, R, any_device, &p, states, st);
+    if (R == 0) {
+      stream_.synchronize();
+      return out;
+    }
+    if (any_device) downloader_.download(out.ids.data(), sp->ids, size_t(R) * 4, st);
+    // Rows without an id come back as logits, each run of neighbours in one copy.
+    const size_t V = size_t(c.vocab_size);
+    out.logits.resize(size_t(std::count(out.ids.begin(), out.ids.end(), -1)) * V);
+    size_t filled = 0;
+    for (int r = 0; r < R;) {
+      if (out.ids[size_t(r)] >= 0) {
+        ++r;
+        continue;
+      }
+      int e = r;
+      while (e < R && out.ids[size_t(e)] < 0) ++e;
+      downloader_.download(out.logits.data() + filled * V, sp->logits + size_t(r) * V * 4, size_t(e - r) * V * 4, st);
+      filled += size_t(e - r);
+      r = e;
+    }
+    return out;
+  }
 
   ModelConfig config_;
   std::shared_ptr<Checkpoint> ck_;
@@ -282,7 +435,12 @@ class CudaModel final : public Model {
   cuda::DeviceWeights weights_;
   std::unique_ptr<cuda::DeviceArena> kv_, scratch_;
   CUdeviceptr kv_base_ = 0;
-  size_t slots_ = 0;
+  size_t slots_ = 0, pool_slots_ = 0;
+  int32_t dummy_page_ = 0;
+  bool graphs_on_ = true;
+  std::unique_ptr<cuda::DeviceArena> decode_scratch_;
+  Scratch decode_{};
+  std::array<std::unique_ptr<cuda::CapturedGraph>, std::size(cuda::kDecodeBuckets)> graphs_;
   int page_tokens_ = 16;
   const KvPool* attached_ = nullptr;
   std::vector<float> inv_freq_;

@@ -1,0 +1,178 @@
+// Device sampling. Every logit gets a 52-bit rank key (order-preserving float bits, then the inverted id), so the
+// keys order tokens exactly as the host sampler does (logit descending, ties by lowest id). Top-k, top-p and the
+// draw each find a threshold key by descending its 4-bit digits from the top: per digit, each thread sums weights
+// into its own column of 16 bins in index order, the bins are reduced in a fixed tree, and the largest digit whose
+// suffix sum satisfies the bound is kept. All sums run in a fixed order inside one block per row.
+#include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/sample_ops.h"
+
+namespace fs::cuda::kernels {
+
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+constexpr int kIdBits = 20;
+constexpr uint64_t kIdMask = (uint64_t{1} << kIdBits) - 1;
+constexpr int kKeyBits = 32 + kIdBits;
+constexpr int kAbove = 16;  // bin of weights whose key is above the prefix under test
+
+__device__ __forceinline__ uint64_t rank_key(float x, int id) {
+  if (x == 0.0f) x = 0.0f;  // -0 and +0 tie, as on the host
+  const uint32_t u = __float_as_uint(x);
+  const uint32_t ordered = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return (uint64_t(ordered) << kIdBits) | (kIdMask - uint64_t(id));
+}
+
+__device__ __forceinline__ int id_of(uint64_t key) { return int(kIdMask - (key & kIdMask)); }
+
+struct Shared {
+  float bins[kAbove + 1][kThreads];
+  float totals[kAbove + 1];
+  float partial[kWarps];
+  unsigned long long keys[kWarps];
+};
+
+// Sum over the block in a fixed order; every thread gets the result.
+__device__ float block_sum(float v, Shared& sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  if (lane == 0) sh.partial[warp] = v;
+  __syncthreads();
+  float t = lane < kWarps ? sh.partial[lane] : 0.0f;
+  t = warp_sum(t);
+  __syncthreads();
+  return t;
+}
+
+// Max (or min) over the block; every thread gets the result.
+template <bool kMax>
+__device__ uint64_t block_extreme(uint64_t v, Shared& sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int o = 16; o > 0; o >>= 1) {
+    const uint64_t other = __shfl_xor_sync(0xffffffffu, (unsigned long long)v, o);
+    v = kMax ? (other > v ? other : v) : (other < v ? other : v);
+  }
+  if (lane == 0) sh.keys[warp] = v;
+  __syncthreads();
+  uint64_t r = sh.keys[0];
+  for (int w = 1; w < kWarps; ++w) r = kMax ? (sh.keys[w] > r ? sh.keys[w] : r) : (sh.keys[w] < r ? sh.keys[w] : r);
+  __syncthreads();
+  return r;
+}
+
+// The largest key C with f(C) = Σ weight(i) over keys ≥ C satisfying f > target (strict) or f ≥ target; 0 when
+// no key does. weight(i, key) is 0 for tokens outside the set.
+template <typename Weight>
+__device__ uint64_t descend(const float* row, int n, Weight weight, float target, bool strict, Shared& sh) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  uint64_t prefix = 0;
+  for (int shift = kKeyBits - 4; shift >= 0; shift -= 4) {
+    for (int b = 0; b <= kAbove; ++b) sh.bins[b][tid] = 0.0f;
+    const uint64_t high = prefix >> (shift + 4);
+    for (int i = tid; i < n; i += kThreads) {
+      const uint64_t key = rank_key(row[i], i);
+      const uint64_t kh = key >> (shift + 4);
+      if (kh < high) continue;
+      const float w = weight(i, key);
+      if (kh > high) sh.bins[kAbove][tid] += w;
+      else sh.bins[(key >> shift) & 15][tid] += w;
+    }
+    __syncthreads();
+    for (int b = warp; b <= kAbove; b += kWarps) {
+      float s = 0.0f;
+      for (int j = lane; j < kThreads; j += 32) s += sh.bins[b][j];
+      s = warp_sum(s);
+      if (lane == 0) sh.totals[b] = s;
+    }
+    __syncthreads();
+    float f = sh.totals[kAbove];
+    int pick = 0;
+    for (int d = 15; d >= 0; --d) {
+      f += sh.totals[d];
+      if (strict ? f > target : f >= target) {
+        pick = d;
+        break;
+      }
+    }
+    prefix |= uint64_t(pick) << shift;
+    __syncthreads();
+  }
+  return prefix;
+}
+
+__global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, int vocab, const SampleRow* params,
+                                                          int32_t* ids) {
+  __shared__ Shared sh;
+  const int r = blockIdx.x, tid = threadIdx.x;
+  const SampleRow p = params[r];
+  if (p.mode != 1 && p.mode != 2) {
+    if (tid == 0) ids[r] = -1;
+    return;
+  }
+  const float* row = logits + size_t(r) * size_t(vocab);
+  uint64_t best = 0;
+  for (int i = tid; i < vocab; i += kThreads) {
+    const uint64_t key = rank_key(row[i], i);
+    best = key > best ? key : best;
+  }
+  best = block_extreme<true>(best, sh);
+  if (p.mode == 1 || !(p.temperature > 0.0f)) {
+    if (tid == 0) ids[r] = id_of(best);
+    return;
+  }
+  const float mx = row[id_of(best)], inv_t = 1.0f / p.temperature;
+  auto prob = [&](int i) { return expf((row[i] - mx) * inv_t); };
+  // Top-k: the k-th largest key.
+  uint64_t kth = 0;
+  if (p.top_k > 0 && p.top_k < vocab)
+    kth = descend(row, vocab, [](int, uint64_t) { return 1.0f; }, float(p.top_k), false, sh);
+  float total = 0.0f;
+  for (int i = tid; i < vocab; i += kThreads)
+    if (rank_key(row[i], i) >= kth) total += prob(i);
+  total = block_sum(total, sh);
+  // Min-p keeps the top token and those at least min_p times as likely (the top token's probability is 1).
+  auto kept = [&](int i, uint64_t key) {
+    if (key < kth) return 0.0f;
+    const float q = prob(i);
+    return (p.min_p > 0.0f && key != best && !(q >= p.min_p)) ? 0.0f : q;
+  };
+  // Top-p: the shortest prefix whose mass reaches top_p of the top-k mass.
+  uint64_t nucleus = 0;
+  if (p.top_p < 1.0f) {
+    const float need = p.top_p * total;
+    nucleus = need > 0.0f ? descend(row, vocab, kept, need, false, sh) : best;
+  }
+  auto chosen = [&](int i, uint64_t key) { return key >= nucleus ? kept(i, key) : 0.0f; };
+  float mass = 0.0f;
+  for (int i = tid; i < vocab; i += kThreads) mass += chosen(i, rank_key(row[i], i));
+  mass = block_sum(mass, sh);
+  const float target = p.uniform * mass;
+  uint64_t pick;
+  if (mass > target) {
+    pick = descend(row, vocab, chosen, target, true, sh);
+  } else {
+    // Rounding left the draw past the mass: the last token of the set, as on the host.
+    uint64_t low = ~uint64_t{0};
+    for (int i = tid; i < vocab; i += kThreads) {
+      const uint64_t key = rank_key(row[i], i);
+      const bool in = key >= kth && key >= nucleus && (p.min_p <= 0.0f || key == best || prob(i) >= p.min_p);
+      if (in && key < low) low = key;
+    }
+    pick = block_extreme<false>(low, sh);
+  }
+  if (tid == 0) ids[r] = id_of(pick);
+}
+
+}  // namespace
+
+void sample_rows(const float* logits, int rows, int vocab, const SampleRow* params, int32_t* ids, void* stream) {
+  if (vocab < 1 || vocab > kMaxSampleVocab)
+    throw Error("device sampling supports vocabularies of 1.." + std::to_string(kMaxSampleVocab) + " tokens, not " +
+                std::to_string(vocab));
+  if (rows <= 0) return;
+  sample_kernel<<<rows, kThreads, 0, as_runtime(stream)>>>(logits, vocab, params, ids);
+  check_launch("sample_rows");
+}
+
+}  // namespace fs::cuda::kernels

@@ -1,0 +1,195 @@
+// The device sampler against the host sampler on random logits: greedy ids exact (ties → lowest id), draws equal to
+// the host's choice with the same uniform wherever no boundary is within rounding, rows independent of their
+// neighbours and of repetition.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "backends/cuda/kernels/sample_ops.h"
+#include "core/error.h"
+#include "engine/sampler.h"
+#include "gpu_fixture.h"
+
+namespace fs::test {
+namespace {
+
+namespace k = cuda::kernels;
+
+struct Case {
+  std::vector<float> logits;
+  k::SampleRow row;
+};
+
+// Whether some decision of the host draw lies within `eps` of its bound, where float arithmetic may decide otherwise.
+bool fragile(const std::vector<float>& l, const k::SampleRow& r, double eps = 1e-4) {
+  if (r.mode != 2) return false;
+  std::vector<int32_t> order(l.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[size_t(a)] > l[size_t(b)]; });
+  size_t keep = r.top_k > 0 && size_t(r.top_k) < l.size() ? size_t(r.top_k) : l.size();
+  const double mx = l[size_t(order[0])], inv_t = 1.0 / r.temperature;
+  std::vector<double> prob(keep);
+  double total = 0;
+  for (size_t i = 0; i < keep; ++i) total += prob[i] = std::exp((l[size_t(order[i])] - mx) * inv_t);
+  // Near-equal logits at the top-k edge order by float rounding of the probabilities only in ties, which match.
+  size_t cut = keep;
+  if (r.min_p > 0) {
+    cut = 1;
+    while (cut < keep && prob[cut] >= r.min_p) ++cut;
+    for (size_t i = 1; i < keep; ++i)
+      if (std::abs(prob[i] - r.min_p) < eps * std::max(1e-30, double(r.min_p))) return true;
+  }
+  if (r.top_p < 1) {
+    double acc = 0;
+    for (size_t i = 0; i < cut; ++i) {
+      acc += prob[i] / total;
+      if (std::abs(acc - r.top_p) < eps) return true;
+      if (acc >= r.top_p) {
+        cut = i + 1;
+        break;
+      }
+    }
+  }
+  double mass = 0;
+  for (size_t i = 0; i < cut; ++i) mass += prob[i];
+  const double target = double(r.uniform) * mass;
+  double acc = 0;
+  for (size_t i = 0; i < cut; ++i) {
+    acc += prob[i];
+    if (std::abs(acc - target) < eps * mass) return true;
+  }
+  return false;
+}
+
+int32_t host_choice(const std::vector<float>& l, const k::SampleRow& r) {
+  if (r.mode == 0) return -1;
+  if (r.mode == 1) return int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+  SamplingParams p;
+  p.temperature = r.temperature;
+  p.top_k = r.top_k;
+  p.top_p = r.top_p;
+  p.min_p = r.min_p;
+  return draw_token(l, p, double(r.uniform));
+}
+
+std::vector<int32_t> device_choice(Gpu& gpu, const std::vector<Case>& cases, int vocab) {
+  std::vector<float> all;
+  std::vector<k::SampleRow> rows;
+  for (const auto& c : cases) {
+    all.insert(all.end(), c.logits.begin(), c.logits.end());
+    rows.push_back(c.row);
+  }
+  auto* ids = gpu.poisoned<int32_t>(cases.size());
+  k::sample_rows(gpu.upload(all), int(cases.size()), vocab, gpu.upload(rows), ids, gpu.stream());
+  return gpu.download(ids, cases.size());
+}
+
+// Random rows of every kind; `ties` rounds logits to quarters so many tie.
+std::vector<Case> random_cases(std::mt19937& rng, int vocab, int n, bool ties) {
+  std::uniform_real_distribution<float> u01(0.0f, 1.0f);
+  std::vector<Case> cases;
+  for (int i = 0; i < n; ++i) {
+    Case c;
+    c.logits = random_floats(rng, size_t(vocab), 3.0f);
+    if (ties)
+      for (auto& x : c.logits) x = std::round(x * 4.0f) / 4.0f;
+    if (i % 9 == 4) c.logits[size_t(vocab) / 2] = -0.0f, c.logits[0] = 0.0f;
+    c.row.mode = i % 7 == 0 ? 0 : (i % 3 == 1 ? 1 : 2);
+    c.row.temperature = 0.3f + 1.2f * u01(rng);
+    c.row.uniform = std::min(u01(rng), 0x1.fffffep-1f);
+    switch (i % 6) {
+      case 0: break;
+      case 1: c.row.top_k = 1 + int(u01(rng) * 50); break;
+      case 2: c.row.top_p = 0.2f + 0.75f * u01(rng); break;
+      case 3: c.row.min_p = 0.01f + 0.2f * u01(rng); break;
+      case 4: c.row.top_k = 40, c.row.top_p = 0.9f, c.row.min_p = 0.05f; break;
+      case 5: c.row.top_k = 1 + int(u01(rng) * float(vocab)), c.row.top_p = 0.5f; break;
+    }
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+TEST(CudaSampling, MatchesHostSamplerOnRandomLogits) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(17);
+  int compared = 0, skipped = 0;
+  for (int vocab : {1, 7, 1000, 8192, 32003, 151936}) {
+    for (bool ties : {false, true}) {
+      SCOPED_TRACE("vocab " + std::to_string(vocab) + (ties ? " ties" : ""));
+      auto cases = random_cases(rng, vocab, vocab > 100000 ? 24 : 60, ties);
+      auto got = device_choice(gpu, cases, vocab);
+      for (size_t i = 0; i < cases.size(); ++i) {
+        const auto& c = cases[i];
+        const int32_t want = host_choice(c.logits, c.row);
+        if (c.row.mode != 2 || !fragile(c.logits, c.row)) {
+          EXPECT_EQ(got[i], want) << "row " << i << " mode " << c.row.mode << " top_k " << c.row.top_k << " top_p "
+                                  << c.row.top_p << " min_p " << c.row.min_p;
+          ++compared;
+        } else {
+          ++skipped;
+          EXPECT_GE(got[i], 0);
+          EXPECT_LT(got[i], vocab);
+        }
+      }
+    }
+  }
+  std::printf("[ sampling ] %d rows equal the host sampler, %d within rounding of a bound\n", compared, skipped);
+  EXPECT_LT(skipped * 20, compared);
+}
+
+TEST(CudaSampling, GreedyTiesGoToTheLowestId) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::vector<Case> cases;
+  for (int top : {0, 5, 99}) {
+    Case c;
+    c.logits.assign(100, 1.0f);
+    c.logits[size_t(top)] = 2.0f;
+    for (int j = top; j < 100; j += 7) c.logits[size_t(j)] = 2.0f;
+    c.row.mode = 1;
+    cases.push_back(c);
+    c.row.mode = 2, c.row.top_k = 1, c.row.uniform = 0.99f;  // top-k 1 is greedy too
+    cases.push_back(c);
+  }
+  auto ids = device_choice(gpu, cases, 100);
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(ids[i], host_choice(cases[i].logits, cases[i].row)) << i;
+  Case z;  // -0 and +0 tie
+  z.logits = {-1.0f, -0.0f, 0.0f};
+  z.row.mode = 1;
+  EXPECT_EQ(device_choice(gpu, {z}, 3)[0], 1);
+  EXPECT_EQ(host_choice(z.logits, z.row), 1);
+}
+
+TEST(CudaSampling, RowsDoNotDependOnTheirNeighbours) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(3);
+  const int vocab = 151936;
+  auto cases = random_cases(rng, vocab, 14, false);
+  auto together = device_choice(gpu, cases, vocab);
+  auto again = device_choice(gpu, cases, vocab);
+  EXPECT_EQ(together, again);
+  std::vector<Case> shuffled(cases.rbegin(), cases.rend());
+  auto reversed = device_choice(gpu, shuffled, vocab);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    auto alone = device_choice(gpu, {cases[i]}, vocab);
+    EXPECT_EQ(alone[0], together[i]) << i;
+    EXPECT_EQ(reversed[cases.size() - 1 - i], together[i]) << i;
+  }
+}
+
+TEST(CudaSampling, RefusesVocabulariesItCannotIndex) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  auto* ids = gpu.poisoned<int32_t>(1);
+  EXPECT_THROW(k::sample_rows(nullptr, 1, k::kMaxSampleVocab + 1, nullptr, ids, gpu.stream()), Error);
+  EXPECT_THROW(k::sample_rows(nullptr, 1, 0, nullptr, ids, gpu.stream()), Error);
+}
+
+}  // namespace
+}  // namespace fs::test
