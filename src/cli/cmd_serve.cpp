@@ -13,7 +13,8 @@
 #include "engine/memory_budget.h"
 #include "server/auth.h"
 #include "server/server.h"
-#include "vision/qwen2_5_vl_tower.h"
+#include "server/image_input.h"
+#include "vision/vision_encoder.h"
 
 namespace fs::cli {
 namespace {
@@ -32,6 +33,7 @@ LoadProgress terminal_progress() {
 server::VisionOptions vision_options(const Args& args) {
   server::VisionOptions v;
   v.enabled = args.has("vision");
+  v.weights_on_host = args.has("vision-host");
   v.fetch.allow_local = args.has("media-allow-local");
   if (auto domains = args.get("media-domains")) {
     size_t start = 0;
@@ -64,10 +66,13 @@ int serve(const std::vector<std::string>& argv) {
                               "max-body-bytes", "queue-limit", "max-n", "prompt-cache-gib",
                               "prompt-cache-host-gib", "memory-gib", "media-domains", "max-image-bytes",
                               "max-image-pixels", "max-images", "media-timeout-ms"}),
-            {"vision", "media-allow-local"});
+            {"vision", "vision-host", "media-allow-local"});
   if (args.positionals().size() > 1) throw Error("expected at most one MODEL_DIR");
   std::filesystem::path dir = args.positionals().empty() ? "" : args.positionals()[0];
   std::string device = check_device(args);
+  if (args.has("vision-host") && !args.has("vision")) throw Error("--vision-host needs --vision");
+  if (args.has("vision-host") && device == "cpu")
+    throw Error("--vision-host keeps a GPU vision tower's weights in pinned host memory; --device cpu has no GPU tower");
 
   server::ServerOptions o;
   o.host = args.get_or("host", "127.0.0.1");
@@ -97,9 +102,15 @@ int serve(const std::vector<std::string>& argv) {
   o.prepare_engine = [cache_gib, host_gib, memory_gib](const LoadedModel& m, EngineOptions& eo) {
     size_prompt_cache(eo, m.config, cache_gib, host_gib);
     size_t available = memory_gib > 0 ? size_t(memory_gib * double(1ull << 30)) : available_ram_bytes();
-    size_t weights = m.model->weight_bytes() + (m.vision_tower ? m.vision_tower->weight_bytes() : 0);
+    size_t weights = m.model->weight_bytes();
+    if (m.vision_encoder) {
+      const vision::VisionEncoderStats vs = m.vision_encoder->stats();
+      weights += vs.host_weight_bytes + vs.pinned_stage_bytes;
+    }
     MemoryBudget budget = cpu_budget(m.config, weights, eo, available);
     std::fprintf(stderr, "%s", budget.report().c_str());
+    if (m.vision_encoder)
+      for (const std::string& line : m.vision_encoder->budget_lines()) std::fprintf(stderr, "  %s\n", line.c_str());
     budget.require();
   };
   o.served_model_name = args.get_or("served-model-name", "");
@@ -121,7 +132,14 @@ int serve(const std::vector<std::string>& argv) {
   });
   waiter.detach();
   auto progress = terminal_progress();
-  srv.serve([dir, progress, device] { return load_model(dir, progress, device); },
+  // The vision encoder is attached here, with the image options, before the server's own attach (which then
+  // finds it in place).
+  const server::VisionOptions vision = o.vision;
+  srv.serve([dir, progress, device, vision] {
+              auto m = load_model(dir, progress, device);
+              if (vision.enabled) server::attach_vision(*m, vision);
+              return m;
+            },
             [](const std::string& url) {
               std::printf("foldserve: serving on %s (OpenAI API at %s/v1)\n", url.c_str(), url.c_str());
               std::fflush(stdout);

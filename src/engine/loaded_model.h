@@ -16,7 +16,7 @@ namespace fs {
 
 class Checkpoint;
 namespace vision {
-class Qwen25VisionTower;
+class VisionEncoder;
 struct ImageProcessorConfig;
 }  // namespace vision
 
@@ -29,8 +29,9 @@ struct LoadedModel {
   std::optional<ChatTemplate> chat_template;
   std::shared_ptr<Checkpoint> checkpoint;
   std::unique_ptr<Model> model;
-  // Set when image input is turned on and the checkpoint has a vision tower (server/vision_loader.h loads them).
-  std::shared_ptr<const vision::Qwen25VisionTower> vision_tower;
+  // Set when image input is turned on and the checkpoint has a vision tower (server/image_input.h loads them);
+  // the encoder runs on the text model's device.
+  std::shared_ptr<vision::VisionEncoder> vision_encoder;
   std::shared_ptr<const vision::ImageProcessorConfig> image_processor;
 };
 

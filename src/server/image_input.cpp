@@ -10,38 +10,49 @@
 #include "io/safetensors.h"
 #include "server/api_error.h"
 #include "vision/image_processor.h"
-#include "vision/qwen2_5_vl_tower.h"
+#include "vision/vision_encoder.h"
 #include "vision/vision_tower_config.h"
 
 namespace fs::server {
 namespace {
 
-// One tower encode at a time: each already spreads over the whole thread pool, and this bounds the memory that
-// concurrent image requests hold.
+// One tower encode at a time: each already fills the thread pool or the GPU, the CUDA tower's stage and scratch
+// serve one image at a time, and this bounds the memory that concurrent image requests hold.
 std::mutex& tower_mutex() {
   static std::mutex mu;
   return mu;
 }
 
+// Largest image the encoder must take, in patches: the processor's max_pixels when it resizes, else the decoder's
+// pixel limit.
+int64_t admitted_patches(const vision::ImageProcessorConfig& p, const VisionOptions& o) {
+  if (p.do_resize) return vision::max_image_patches(p);
+  return std::max<int64_t>(int64_t(o.decode.max_pixels / uint64_t(p.patch_size * p.patch_size)), 1);
+}
+
 }  // namespace
 
-void attach_vision(LoadedModel& m) {
-  if (m.config.vision.is_null()) return;
+void attach_vision(LoadedModel& m, const VisionOptions& o) {
+  if (m.config.vision.is_null() || m.vision_encoder) return;
   if (m.config.architecture != "Qwen2_5_VLForConditionalGeneration")
     throw Error("--vision: the vision tower of " + m.config.architecture +
                 " is not supported (Qwen2_5_VLForConditionalGeneration is)");
   auto source = (m.dir / "config.json").string();
   auto tower_config = vision::VisionTowerConfig::from_json(m.config.vision, source);
   m.image_processor = std::make_shared<const vision::ImageProcessorConfig>(vision::ImageProcessorConfig::load(m.dir));
-  m.vision_tower = std::make_shared<const vision::Qwen25VisionTower>(tower_config, m.checkpoint);
   if (tower_config.out_hidden_size != m.config.hidden_size)
     throw Error(source + ": vision_config.out_hidden_size " + std::to_string(tower_config.out_hidden_size) +
                 " differs from the text model's hidden_size " + std::to_string(m.config.hidden_size));
+  vision::VisionEncoderOptions eo;
+  eo.device = m.model ? m.model->device_name() : "cpu";
+  eo.weights_on_host = o.weights_on_host;
+  eo.max_patches = admitted_patches(*m.image_processor, o);
+  m.vision_encoder = vision::create_vision_encoder(tower_config, m.checkpoint, eo);
 }
 
 std::string image_refusal(const LoadedModel& m, const VisionOptions& o) {
   if (!o.enabled) return "image input is off on this server; start it with --vision";
-  if (!m.vision_tower) return "the model '" + m.name + "' has no vision tower; it takes text only";
+  if (!m.vision_encoder) return "the model '" + m.name + "' has no vision tower; it takes text only";
   return "";
 }
 
@@ -77,7 +88,7 @@ std::vector<EncodedImage> encode_images(const std::vector<ImageRef>& images, con
     }
     try {
       std::lock_guard<std::mutex> lock(tower_mutex());
-      e.features = m.vision_tower->encode(patches);
+      e.features = m.vision_encoder->encode(patches);
     } catch (const Error& err) {
       throw ApiException{server_error(std::string("the vision tower failed: ") + err.what())};
     }

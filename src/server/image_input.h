@@ -24,11 +24,14 @@ struct VisionOptions {
   vision::MediaFetchOptions fetch;   // --media-allow-local, --media-domains, --max-image-bytes
   vision::DecodeLimits decode;       // --max-image-bytes, --max-image-pixels
   int max_images = 16;               // per request
+  bool weights_on_host = false;      // --vision-host: a GPU tower's weights in pinned host memory, staged per unit
 };
 
-// Loads the vision tower and preprocessor config into `m` when its checkpoint has a vision_config; a model
-// without one is left text-only. Throws fs::Error for a vision model whose tower is not supported.
-void attach_vision(LoadedModel& m);
+// Loads the vision encoder (on the text model's device, sized for the largest image the processor admits) and the
+// preprocessor config into `m` when its checkpoint has a vision_config; a model without one is left text-only,
+// and a model whose encoder is already attached is left as it is. Throws fs::Error for a vision model whose tower
+// is not supported or does not fit.
+void attach_vision(LoadedModel& m, const VisionOptions& o);
 
 // Why image parts are refused for this model and options ("" when they are accepted).
 std::string image_refusal(const LoadedModel& m, const VisionOptions& o);

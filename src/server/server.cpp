@@ -187,7 +187,7 @@ void Server::serve(Loader loader, std::function<void(const std::string&)> on_rea
   std::thread load([&s, loader = std::move(loader), on_ready = std::move(on_ready)] {
     try {
       auto model = loader();
-      if (s.options.vision.enabled) attach_vision(*model);
+      if (s.options.vision.enabled) attach_vision(*model, s.options.vision);
       std::string name = s.options.served_model_name.empty() ? model->name : s.options.served_model_name;
       if (s.options.prepare_engine) s.options.prepare_engine(*model, s.options.engine);
       auto engine = std::make_unique<Engine>(*model->model, s.options.engine);

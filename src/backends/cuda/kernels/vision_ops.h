@@ -1,0 +1,37 @@
+#pragma once
+// Host entry points of the vision tower's own CUDA kernels (the GEMM and RMSNorm come from ops.h). Pointers are
+// device addresses, f32 unless said otherwise; every call queues work on `stream` and throws fs::Error if the
+// launch fails.
+#include <cstdint>
+
+namespace fs::cuda::kernels {
+
+// Largest head_dim segment_attention handles.
+inline constexpr int kVisionMaxHeadDim = 128;
+// Rows of one attention tile (rows of one segment that share each loaded chunk of keys).
+inline constexpr int kVisionTileRows = 8;
+
+// 2-D rotary in place on the q and k parts of qkv[rows, 3·heads·head_dim]: rotate-half with cos/sin
+// [rows, head_dim/2], each product rounded separately as the CPU tower does.
+void vision_rope_qk(float* qkv, int rows, int heads, int head_dim, const float* cos, const float* sin, void* stream);
+
+// One attention tile: rows [row, row + count) attend to keys [key_begin, key_end) of their segment.
+struct AttentionTile {
+  int32_t row = 0, count = 0, key_begin = 0, key_end = 0;
+};
+
+// Non-causal softmax attention of every tile's rows over its keys, per head, keys visited in increasing order
+// (online softmax); q/k/v are the three parts of qkv[rows, 3·heads·head_dim]; out bf16 [rows, heads·head_dim].
+void segment_attention(const float* qkv, int heads, int head_dim, const AttentionTile* tiles, int tile_count,
+                       float scale, uint16_t* out, void* stream);
+
+// out[r, f] = silu(gu[r, f]) · gu[r, ffn + f] as bf16 for f < ffn and 0 for ffn ≤ f < out_stride (gu [rows, 2·ffn]).
+void swiglu_padded(const float* gu, int rows, int ffn, int out_stride, uint16_t* out, void* stream);
+
+// out[i] = x[i]·(1 + erf(x[i]/√2))/2 as bf16 (exact GELU).
+void gelu_erf(const float* x, int64_t n, uint16_t* out, void* stream);
+
+// dst[index[r], :] = src[r, :] for r < rows (rows of `dim` floats).
+void scatter_rows(const float* src, const int32_t* index, int rows, int dim, float* dst, void* stream);
+
+}  // namespace fs::cuda::kernels

@@ -1,0 +1,309 @@
+// The CUDA vision tower: each of its kernels against a CPU loop on random inputs of several shapes, then the whole
+// tower against the transformers reference and the CPU tower, --vision-host bitwise equal to resident weights,
+// repeated encodes bitwise equal, and its pinned memory reused.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <tuple>
+
+#include "backends/cpu/ops.h"
+#include "backends/cuda/kernels/vision_ops.h"
+#include "backends/cuda/kernels/vision_tower_cuda.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "gpu_fixture.h"
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+#include "support/fixtures.h"
+#include "vision/qwen2_5_vl_tower.h"
+#include "vision/vision_encoder.h"
+#include "vision/vision_fixtures.h"
+
+namespace fs::test {
+namespace {
+
+namespace k = cuda::kernels;
+using vision::PixelPatches;
+
+TEST(VisionKernels, RopeMatchesTheCpuTowerBitwise) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(11);
+  struct Shape {
+    int rows, heads, hd;
+  };
+  for (Shape s : {Shape{1, 1, 8}, {5, 2, 32}, {37, 16, 80}, {64, 3, 128}}) {
+    SCOPED_TRACE(std::to_string(s.rows) + "x" + std::to_string(s.heads) + "x" + std::to_string(s.hd));
+    const int H = s.heads * s.hd, half = s.hd / 2;
+    auto qkv = random_floats(rng, size_t(s.rows) * 3 * H);
+    auto angles = random_floats(rng, size_t(s.rows) * half, 3.0f);
+    std::vector<float> cos(angles.size()), sin(angles.size());
+    for (size_t i = 0; i < angles.size(); ++i) cos[i] = std::cos(angles[i]), sin[i] = std::sin(angles[i]);
+    float* d = gpu.upload(qkv);
+    k::vision_rope_qk(d, s.rows, s.heads, s.hd, gpu.upload(cos), gpu.upload(sin), gpu.stream());
+    auto got = gpu.download(d, qkv.size());
+    for (int part = 0; part < 3; ++part) {
+      std::vector<float> ref(size_t(s.rows) * H);
+      for (int r = 0; r < s.rows; ++r)
+        std::copy_n(&qkv[size_t(r) * 3 * H + size_t(part) * H], H, &ref[size_t(r) * H]);
+      if (part < 2) cpu::rope(ref.data(), s.rows, s.heads, s.hd, cos.data(), sin.data());
+      size_t wrong = 0;
+      for (int r = 0; r < s.rows; ++r)
+        for (int i = 0; i < H; ++i)
+          wrong += got[size_t(r) * 3 * H + size_t(part) * H + i] != ref[size_t(r) * H + i];
+      EXPECT_EQ(wrong, 0u) << "part " << part;
+    }
+  }
+}
+
+// Softmax attention of each row over its segment in double precision.
+std::vector<double> attention_reference(const std::vector<float>& qkv, const std::vector<int>& bounds, int heads,
+                                        int hd, float scale) {
+  const int H = heads * hd, T = bounds.back();
+  std::vector<double> out(size_t(T) * H, 0.0);
+  for (size_t s = 0; s + 1 < bounds.size(); ++s)
+    for (int t = bounds[s]; t < bounds[s + 1]; ++t)
+      for (int h = 0; h < heads; ++h) {
+        std::vector<double> w;
+        double mx = -1e300;
+        for (int j = bounds[s]; j < bounds[s + 1]; ++j) {
+          double dot = 0;
+          for (int d = 0; d < hd; ++d)
+            dot += double(qkv[size_t(t) * 3 * H + size_t(h) * hd + d]) *
+                   double(qkv[size_t(j) * 3 * H + H + size_t(h) * hd + d]);
+          w.push_back(dot * scale);
+          mx = std::max(mx, w.back());
+        }
+        double sum = 0;
+        for (double& x : w) sum += (x = std::exp(x - mx));
+        for (int j = bounds[s]; j < bounds[s + 1]; ++j)
+          for (int d = 0; d < hd; ++d)
+            out[size_t(t) * H + size_t(h) * hd + d] +=
+                w[size_t(j - bounds[s])] / sum * double(qkv[size_t(j) * 3 * H + 2 * H + size_t(h) * hd + d]);
+      }
+  return out;
+}
+
+std::vector<k::AttentionTile> tiles_for(const std::vector<int>& bounds) {
+  std::vector<k::AttentionTile> tiles;
+  for (size_t s = 0; s + 1 < bounds.size(); ++s)
+    for (int r = bounds[s]; r < bounds[s + 1]; r += k::kVisionTileRows)
+      tiles.push_back({r, std::min(k::kVisionTileRows, bounds[s + 1] - r), bounds[s], bounds[s + 1]});
+  return tiles;
+}
+
+TEST(VisionKernels, SegmentAttentionMatchesDoubleReference) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(5);
+  struct Case {
+    int heads, hd;
+    std::vector<int> bounds;
+  };
+  const std::vector<Case> cases = {
+      {1, 8, {0, 1}},
+      {2, 32, {0, 4, 8, 24, 64}},
+      {2, 32, {0, 7, 40, 41, 100}},
+      {16, 80, {0, 64, 128, 160, 224}},
+      {3, 128, {0, 33, 97, 300}},
+      {4, 80, {0, 1000}},  // one frame: full attention
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("heads " + std::to_string(c.heads) + " head_dim " + std::to_string(c.hd) + " rows " +
+                 std::to_string(c.bounds.back()));
+    const int T = c.bounds.back(), H = c.heads * c.hd;
+    const float scale = 1.0f / std::sqrt(float(c.hd));
+    auto qkv = random_floats(rng, size_t(T) * 3 * H, 1.5f);
+    auto tiles = tiles_for(c.bounds);
+    uint16_t* out = gpu.poisoned<uint16_t>(size_t(T) * H);
+    k::segment_attention(gpu.upload(qkv), c.heads, c.hd, gpu.upload(tiles), int(tiles.size()), scale, out,
+                         gpu.stream());
+    auto got = from_bf16(gpu.download(out, size_t(T) * H));
+    auto ref = attention_reference(qkv, c.bounds, c.heads, c.hd, scale);
+    double worst = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << "element " << i;
+      worst = std::max(worst, std::abs(double(got[i]) - ref[i]) / (1e-2 + std::abs(ref[i])));
+    }
+    EXPECT_LE(worst, 1e-2);
+  }
+}
+
+TEST(VisionKernels, SwigluPaddedMatchesCpuAndZeroesThePadding) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(3);
+  for (auto [rows, ffn, stride] : {std::tuple{1, 8, 8}, {3, 100, 104}, {17, 3420, 3424}, {2, 5, 40}}) {
+    auto gu = random_floats(rng, size_t(rows) * 2 * ffn, 2.0f);
+    uint16_t* out = gpu.poisoned<uint16_t>(size_t(rows) * stride);
+    k::swiglu_padded(gpu.upload(gu), rows, ffn, stride, out, gpu.stream());
+    auto got = gpu.download(out, size_t(rows) * stride);
+    for (int r = 0; r < rows; ++r) {
+      std::vector<float> ref(static_cast<size_t>(ffn));
+      cpu::swiglu(&gu[size_t(r) * 2 * ffn], &gu[size_t(r) * 2 * ffn + ffn], size_t(ffn), ref.data());
+      for (int f = 0; f < stride; ++f) {
+        const uint16_t g = got[size_t(r) * stride + f];
+        if (f >= ffn) {
+          EXPECT_EQ(g, 0u) << "padding " << r << "," << f;
+        } else {
+          EXPECT_LE(std::abs(int(g) - int(f32_to_bf16(ref[size_t(f)]))), 1) << r << "," << f;
+        }
+      }
+    }
+  }
+}
+
+TEST(VisionKernels, GeluErfMatchesCpu) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(4);
+  for (int64_t n : {int64_t(1), int64_t(1000), int64_t(5120 * 37)}) {
+    auto x = random_floats(rng, size_t(n), 3.0f);
+    uint16_t* out = gpu.poisoned<uint16_t>(size_t(n));
+    k::gelu_erf(gpu.upload(x), n, out, gpu.stream());
+    auto got = gpu.download(out, size_t(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x[size_t(i)];
+      const float ref = 0.5f * v * (1.0f + std::erf(v * float(M_SQRT1_2)));
+      EXPECT_LE(std::abs(int(got[size_t(i)]) - int(f32_to_bf16(ref))), 1) << "x = " << v;
+    }
+  }
+}
+
+TEST(VisionKernels, ScatterRowsUndoesAPermutation) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(6);
+  for (auto [rows, dim] : {std::pair{1, 3}, {48, 64}, {300, 3584}}) {
+    std::vector<int32_t> index(static_cast<size_t>(rows));
+    std::iota(index.begin(), index.end(), 0);
+    std::shuffle(index.begin(), index.end(), rng);
+    auto src = random_floats(rng, size_t(rows) * dim);
+    float* dst = gpu.poisoned<float>(src.size());
+    k::scatter_rows(gpu.upload(src), gpu.upload(index), rows, dim, dst, gpu.stream());
+    auto got = gpu.download(dst, src.size());
+    for (int r = 0; r < rows; ++r)
+      for (int d = 0; d < dim; ++d)
+        ASSERT_EQ(got[size_t(index[size_t(r)]) * dim + d], src[size_t(r) * dim + d]);
+  }
+}
+
+struct TowerFixture {
+  vision::VisionTowerConfig config;
+  std::shared_ptr<Checkpoint> checkpoint;
+  std::vector<std::string> names;
+  std::vector<PixelPatches> images;
+  std::vector<std::vector<float>> reference;
+  int64_t max_patches = 0;
+};
+
+TowerFixture load_fixture(const std::filesystem::path& shared) {
+  TowerFixture f;
+  const auto dir = vl_model_dir(shared);
+  f.config = vision::VisionTowerConfig::from_json(load_model_config(dir).vision, dir.string());
+  f.checkpoint = Checkpoint::open(dir);
+  const auto ref_dir = vl_reference_dir(shared);
+  for (const auto& im : vl_cases(shared)["images"]) {
+    PixelPatches px;
+    px.grid = {im["slow"]["grid_thw"][0].get<int>(), im["slow"]["grid_thw"][1].get<int>(),
+               im["slow"]["grid_thw"][2].get<int>()};
+    px.patch_dim = im["slow"]["pixel_values"]["shape"][1].get<int>();
+    px.values = read_f32(ref_dir / im["slow"]["pixel_values"]["file"].get<std::string>());
+    f.max_patches = std::max(f.max_patches, px.grid.patches());
+    f.names.push_back(im["file"].get<std::string>());
+    f.images.push_back(std::move(px));
+    f.reference.push_back(read_f32(ref_dir / im["tower_output"]["file"].get<std::string>()));
+  }
+  return f;
+}
+
+std::unique_ptr<vision::VisionEncoder> cuda_encoder(const TowerFixture& f, bool on_host) {
+  vision::VisionEncoderOptions o;
+  o.device = "cuda";
+  o.weights_on_host = on_host;
+  o.max_patches = f.max_patches;
+  return cuda::create_cuda_vision_encoder(f.config, f.checkpoint, o);
+}
+
+TEST(CudaVisionTower, MatchesReferenceAndCpuTower) {
+  FS_REQUIRE_GPU();
+  FS_REQUIRE_SHARED(shared);
+  TowerFixture f = load_fixture(shared);
+  ASSERT_FALSE(f.images.empty());
+  auto gpu = cuda_encoder(f, false);
+  vision::Qwen25VisionTower cpu(f.config, f.checkpoint);
+  for (size_t i = 0; i < f.images.size(); ++i) {
+    SCOPED_TRACE(f.names[i]);
+    auto out = gpu->encode(f.images[i]);
+    ASSERT_EQ(out.size(), f.reference[i].size());
+    for (float v : out) ASSERT_TRUE(std::isfinite(v));
+    const double vs_ref = rel_l2(out, f.reference[i]);
+    const double vs_cpu = rel_l2(out, cpu.encode(f.images[i]));
+    std::printf("%s: CUDA tower rel L2 %.3g vs reference, %.3g vs CPU tower\n", f.names[i].c_str(), vs_ref, vs_cpu);
+    EXPECT_LE(vs_ref, 2e-2);
+    EXPECT_LE(vs_cpu, 2e-2);
+  }
+}
+
+TEST(CudaVisionTower, WeightsOnHostGiveTheSameBitsAndRepeatedEncodesAgree) {
+  FS_REQUIRE_GPU();
+  FS_REQUIRE_SHARED(shared);
+  TowerFixture f = load_fixture(shared);
+  auto resident = cuda_encoder(f, false);
+  auto staged = cuda_encoder(f, true);
+  for (int round = 0; round < 2; ++round)
+    for (size_t i = 0; i < f.images.size(); ++i) {
+      SCOPED_TRACE(f.names[i] + " round " + std::to_string(round));
+      auto a = resident->encode(f.images[i]);
+      auto b = staged->encode(f.images[i]);
+      auto a2 = resident->encode(f.images[i]);
+      ASSERT_EQ(a.size(), b.size());
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "--vision-host changed the bits";
+      EXPECT_EQ(0, std::memcmp(a.data(), a2.data(), a.size() * sizeof(float))) << "a second encode changed the bits";
+    }
+  const auto rs = resident->stats(), ss = staged->stats();
+  const uint64_t encodes = 2 * f.images.size();
+  EXPECT_EQ(rs.images, 2 * encodes);
+  EXPECT_EQ(ss.images, encodes);
+  // The image stage (and, with --vision-host, the pinned weights) allocated once, nothing freed since.
+  EXPECT_EQ(rs.pinned_allocations, 1u);
+  EXPECT_EQ(ss.pinned_allocations, 2u);
+  EXPECT_EQ(rs.pinned_frees, 0u);
+  EXPECT_EQ(ss.pinned_frees, 0u);
+  EXPECT_GT(rs.device_weight_bytes, 0u);
+  EXPECT_EQ(ss.device_weight_bytes, 0u);
+  EXPECT_GT(ss.device_slot_bytes, 0u);
+  EXPECT_LT(ss.device_slot_bytes, rs.device_weight_bytes);
+  EXPECT_GE(ss.host_weight_bytes, rs.device_weight_bytes);
+  EXPECT_EQ(rs.pinned_stage_bytes, ss.pinned_stage_bytes);
+  EXPECT_GE(rs.pinned_stage_bytes, size_t(f.max_patches) * size_t(f.config.patch_dim()) * 2);
+  for (const auto& line : staged->budget_lines()) std::printf("%s\n", line.c_str());
+}
+
+TEST(CudaVisionTower, ImageOverTheReservedSizeIsRefused) {
+  FS_REQUIRE_GPU();
+  FS_REQUIRE_SHARED(shared);
+  TowerFixture f = load_fixture(shared);
+  auto smallest = std::min_element(f.images.begin(), f.images.end(), [](const auto& a, const auto& b) {
+    return a.grid.patches() < b.grid.patches();
+  });
+  auto largest = std::max_element(f.images.begin(), f.images.end(), [](const auto& a, const auto& b) {
+    return a.grid.patches() < b.grid.patches();
+  });
+  ASSERT_LT(smallest->grid.patches(), largest->grid.patches());
+  vision::VisionEncoderOptions o;
+  o.max_patches = smallest->grid.patches();
+  auto enc = cuda::create_cuda_vision_encoder(f.config, f.checkpoint, o);
+  EXPECT_THROW(enc->encode(*largest), Error);
+  auto out = enc->encode(*smallest);  // still usable
+  EXPECT_EQ(out.size(), size_t(smallest->grid.patches() / 4) * size_t(f.config.out_hidden_size));
+  o.max_patches = 0;
+  EXPECT_THROW(cuda::create_cuda_vision_encoder(f.config, f.checkpoint, o), Error);
+}
+
+}  // namespace
+}  // namespace fs::test
