@@ -2,6 +2,8 @@
 // prefill tok/s, and aggregate decode tok/s of an engine at 1..64 streams with the token_sha256 of each run.
 // Usage: bench_gpu CHECKPOINT [--decode N] [--prefill N] [--reply N] [--max-streams N]
 //        bench_gpu --make-like NAME [--layers N] OUT   (writes the random checkpoint first, then measures it)
+//        --gemm-rows 1,16,64|none   row counts of the GEMM table
+//        bench_gpu --gemm-only [--gemm-rows ...]   the copy bandwidth and the GEMM table alone (no checkpoint)
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -51,37 +53,38 @@ double copy_bandwidth() {
   return 2.0 * double(bytes) * reps / seconds_since(t);
 }
 
-// Shared GEMM on the decoder's shapes (hidden 4096, ffn 14336, 8 kv heads of 128): time per call and the rate
-// of the bytes it must move (weights + inputs + outputs) and of its arithmetic. Weight buffers rotate so the L2
-// cache never holds them.
-void gemm_rates() {
+// Shared GEMM on the decoder's shapes (hidden 4096, ffn 14336, 8 kv heads of 128, vocabulary 128256): time per
+// call and the rate of the bytes it must move (weights + inputs + outputs) and of its arithmetic, for `gemm` and
+// every variant. Weight buffers rotate so the L2 cache never holds them.
+void gemm_rates(const std::vector<int>& rows) {
   cuda::Device device(0);
   cuda::Stream stream;
   struct Shape {
     const char* name;
     int n, k;
   };
-  const Shape shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
-  const int copies = 4, max_m = 2048;
-  const size_t wbytes = size_t{28672} * 4096 * 2;
-  cuda::DeviceArena arena(copies * wbytes + size_t{max_m} * 14336 * 2 + size_t{max_m} * 28672 * 4 + 65536,
+  const Shape shapes[] = {{"qkv", 6144, 4096},     {"o", 4096, 4096},          {"gate_up", 28672, 4096},
+                          {"down", 4096, 14336},   {"lm_head", 128256, 4096}};
+  const int copies = 4, max_m = std::max(2048, *std::max_element(rows.begin(), rows.end()));
+  const size_t wbytes = size_t{128256} * 4096 * 2;
+  cuda::DeviceArena arena(copies * wbytes + size_t(max_m) * 14336 * 2 + size_t(max_m) * 128256 * 4 + 65536,
                           "gemm benchmark");
   std::vector<cuda::DeviceSpan> w;
   for (int i = 0; i < copies; ++i) {
     w.push_back(arena.allocate(wbytes, "weights"));
     FS_CU(memset_d8_async, w.back().ptr, 0x3c + i, wbytes, stream.handle());
   }
-  auto x = arena.allocate(size_t{max_m} * 14336 * 2, "inputs");
-  auto y = arena.allocate(size_t{max_m} * 28672 * 4, "outputs");
-  FS_CU(memset_d8_async, x.ptr, 0x3b, size_t{max_m} * 14336 * 2, stream.handle());
+  auto x = arena.allocate(size_t(max_m) * 14336 * 2, "inputs");
+  auto y = arena.allocate(size_t(max_m) * 128256 * 4, "outputs");
+  FS_CU(memset_d8_async, x.ptr, 0x3b, size_t(max_m) * 14336 * 2, stream.handle());
   auto ptr = [](const cuda::DeviceSpan& s) { return reinterpret_cast<uint16_t*>(s.ptr); };
-  std::printf("%8s %6s %8s %10s %10s %10s\n", "gemm", "m", "tiles", "us", "GB/s", "TFLOP/s");
-  for (int m : {1, 16, 64, 2048})
+  std::printf("%8s %6s %10s %10s %10s  %s\n", "gemm", "m", "us", "GB/s", "TFLOP/s", "variant");
+  for (int m : rows)
     for (const Shape& s : shapes)
       for (int v = -1; v < cuda::kernels::gemm_variants(); ++v) {
-        // Variants worth timing at this row count: 128-row tiles only for many rows, 64-row tiles and up for 2048.
-        const bool big_tile = v == 7 || v == 8;
-        if ((m <= 16 && big_tile) || (m >= 2048 && v >= 0 && v != 4 && !big_tile)) continue;
+        // Register streaming is for few rows; the lm head matters for decode rows only.
+        const bool streams = v >= 0 && std::strncmp(cuda::kernels::gemm_variant_name(v), "stream", 6) == 0;
+        if ((m > 64 && streams) || (m > 64 && std::strcmp(s.name, "lm_head") == 0)) continue;
         auto call = [&](int i) {
           auto* out = reinterpret_cast<float*>(y.ptr);
           void* st = reinterpret_cast<void*>(stream.handle());
@@ -96,8 +99,10 @@ void gemm_rates() {
         stream.synchronize();
         const double sec = seconds_since(t) / reps;
         const double bytes = 2.0 * s.n * s.k + 2.0 * m * s.k + 4.0 * m * s.n;
-        std::printf("%8s %6d %8s %10.1f %10.0f %10.1f\n", s.name, m, v < 0 ? "default" : std::to_string(v).c_str(),
-                    sec * 1e6, bytes / sec / 1e9, 2.0 * m * s.n * s.k / sec / 1e12);
+        const std::string name = v < 0 ? "default" : std::to_string(v) + " " + cuda::kernels::gemm_variant_name(v);
+        std::printf("%8s %6d %10.1f %10.0f %10.1f  %s\n", s.name, m, sec * 1e6, bytes / sec / 1e9,
+                    2.0 * m * s.n * s.k / sec / 1e12, name.c_str());
+        std::fflush(stdout);
       }
 }
 
@@ -166,10 +171,26 @@ std::pair<double, std::string> engine_run(Model& model, int streams, int prompt,
   return {double(tokens) / wall, Sha256::hex(sha.finish())};
 }
 
+// "1,16,64" → {1, 16, 64}; "none" → no GEMM table.
+std::vector<int> parse_rows(const std::string& list) {
+  std::vector<int> rows;
+  if (list == "none") return rows;
+  size_t at = 0;
+  while (at <= list.size()) {
+    size_t comma = list.find(',', at);
+    if (comma == std::string::npos) comma = list.size();
+    rows.push_back(std::stoi(list.substr(at, comma - at)));
+    at = comma + 1;
+  }
+  return rows;
+}
+
 int bench(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   std::string dir, like;
   int decode = 128, prefill = 2048, reply = 64, max_streams = 64, layers = 0;
+  bool gemm_only = false;
+  std::vector<int> gemm_rows = {1, 16, 32, 64, 2048};
   for (size_t i = 0; i < args.size(); ++i) {
     auto next = [&] { return i + 1 < args.size() ? args[++i] : throw Error("missing value after " + args[i]); };
     if (args[i] == "--decode") decode = std::stoi(next());
@@ -178,9 +199,12 @@ int bench(int argc, char** argv) {
     else if (args[i] == "--max-streams") max_streams = std::stoi(next());
     else if (args[i] == "--make-like") like = next();
     else if (args[i] == "--layers") layers = std::stoi(next());
+    else if (args[i] == "--gemm-rows") gemm_rows = parse_rows(next());
+    else if (args[i] == "--gemm-only") gemm_only = true;
     else dir = args[i];
   }
-  if (dir.empty()) throw Error("usage: bench_gpu [--make-like NAME [--layers N]] CHECKPOINT_DIR [options]");
+  if (dir.empty() && !gemm_only)
+    throw Error("usage: bench_gpu [--make-like NAME [--layers N]] CHECKPOINT_DIR [options] | --gemm-only [options]");
   if (!cuda_device_available()) throw Error("no CUDA device");
   if (!like.empty()) {
     auto t = Clock::now();
@@ -192,7 +216,8 @@ int bench(int argc, char** argv) {
   }
   const double bw = copy_bandwidth();
   std::printf("device copy bandwidth (read + write): %.0f GB/s\n", bw / 1e9);
-  gemm_rates();
+  if (!gemm_rows.empty()) gemm_rates(gemm_rows);
+  if (gemm_only) return 0;
   auto t = Clock::now();
   ModelConfig config = load_model_config(dir);
   auto model = create_cuda_model(config, Checkpoint::open(dir));

@@ -36,8 +36,10 @@ TEST(CudaKernels, GemmMatchesDoubleReference) {
   FS_REQUIRE_GPU();
   Gpu gpu;
   std::mt19937 rng(1);
+  // k from one partial block to many 1024-wide slices, a partial last slice and more slices than one round holds.
   for (GemmShape s : {GemmShape{1, 64, 64}, {5, 100, 48}, {17, 300, 96}, {64, 128, 1024}, {130, 257, 80},
-                      {300, 512, 392}, {1, 4096, 4096}}) {
+                      {300, 512, 392}, {1, 4096, 4096}, {3, 200, 1032}, {9, 70, 3080}, {40, 96, 3080},
+                      {1, 64, 14336}, {70, 40, 14336}, {2, 48, 17416}}) {
     SCOPED_TRACE("m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k));
     auto x = from_bf16(to_bf16(random_floats(rng, size_t(s.m) * s.k)));
     auto w = from_bf16(to_bf16(random_floats(rng, size_t(s.n) * s.k, 0.05f)));
@@ -61,31 +63,36 @@ TEST(CudaKernels, GemmRowBitsDoNotDependOnRowCount) {
   FS_REQUIRE_GPU();
   Gpu gpu;
   std::mt19937 rng(2);
-  const int M = 200, N = 777, K = 520;
-  auto x = to_bf16(random_floats(rng, size_t(M) * K));
-  auto w = to_bf16(random_floats(rng, size_t(N) * K, 0.05f));
-  uint16_t* xd = gpu.upload(x);
-  uint16_t* wd = gpu.upload(w);
-  float* full = gpu.poisoned<float>(size_t(M) * N);
-  k::gemm(xd, wd, nullptr, full, M, N, K, false, gpu.stream());
-  auto want = gpu.download(full, size_t(M) * N);
-  for (float v : want) ASSERT_FALSE(std::isnan(v));
-  for (int first : {0, 3, 150, 199})
-    for (int m : {1, 2, 15, 16, 17, 40, 64, 65, 130}) {
-      if (first + m > M) continue;
-      SCOPED_TRACE("rows " + std::to_string(first) + ".." + std::to_string(first + m));
-      float* part = gpu.poisoned<float>(size_t(m) * N);
-      k::gemm(xd + size_t(first) * K, wd, nullptr, part, m, N, K, false, gpu.stream());
-      auto got = gpu.download(part, size_t(m) * N);
-      EXPECT_EQ(0, std::memcmp(got.data(), want.data() + size_t(first) * N, got.size() * sizeof(float)));
-    }
+  const int M = 200, N = 777;
+  for (int K : {520, 3080}) {
+    SCOPED_TRACE("k " + std::to_string(K));
+    auto x = to_bf16(random_floats(rng, size_t(M) * K));
+    auto w = to_bf16(random_floats(rng, size_t(N) * K, 0.05f));
+    uint16_t* xd = gpu.upload(x);
+    uint16_t* wd = gpu.upload(w);
+    float* full = gpu.poisoned<float>(size_t(M) * N);
+    k::gemm(xd, wd, nullptr, full, M, N, K, false, gpu.stream());
+    auto want = gpu.download(full, size_t(M) * N);
+    for (float v : want) ASSERT_FALSE(std::isnan(v));
+    for (int first : {0, 3, 150, 199})
+      for (int m : {1, 2, 8, 9, 15, 16, 17, 32, 33, 40, 64, 65, 130}) {
+        if (first + m > M) continue;
+        SCOPED_TRACE("rows " + std::to_string(first) + ".." + std::to_string(first + m));
+        float* part = gpu.poisoned<float>(size_t(m) * N);
+        k::gemm(xd + size_t(first) * K, wd, nullptr, part, m, N, K, false, gpu.stream());
+        auto got = gpu.download(part, size_t(m) * N);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data() + size_t(first) * N, got.size() * sizeof(float)));
+      }
+  }
 }
 
 TEST(CudaKernels, GemmTileVariantsGiveTheSameBits) {
   FS_REQUIRE_GPU();
   Gpu gpu;
   std::mt19937 rng(4);
-  for (GemmShape s : {GemmShape{1, 777, 520}, {16, 130, 4096}, {40, 257, 1000}, {130, 300, 264}}) {
+  for (GemmShape s : {GemmShape{1, 777, 520}, {16, 130, 4096}, {40, 257, 1000}, {130, 300, 264}, {1, 300, 1024},
+                      {5, 130, 1032}, {16, 96, 3080}, {33, 72, 3080}, {40, 64, 14336}, {1, 72, 17416},
+                      {130, 100, 3080}}) {
     SCOPED_TRACE("m " + std::to_string(s.m) + " n " + std::to_string(s.n) + " k " + std::to_string(s.k));
     auto x = to_bf16(random_floats(rng, size_t(s.m) * s.k));
     auto w = to_bf16(random_floats(rng, size_t(s.n) * s.k, 0.05f));
@@ -98,7 +105,7 @@ TEST(CudaKernels, GemmTileVariantsGiveTheSameBits) {
     auto want = gpu.download(ref, size_t(s.m) * s.n);
     for (float v : want) ASSERT_FALSE(std::isnan(v));
     for (int v = 0; v < k::gemm_variants(); ++v) {
-      SCOPED_TRACE("variant " + std::to_string(v));
+      SCOPED_TRACE("variant " + std::to_string(v) + " (" + k::gemm_variant_name(v) + ")");
       float* out = gpu.poisoned<float>(size_t(s.m) * s.n);
       k::gemm_variant(v, xd, wd, bd, out, s.m, s.n, s.k, false, gpu.stream());
       auto got = gpu.download(out, size_t(s.m) * s.n);

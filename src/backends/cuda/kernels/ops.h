@@ -54,14 +54,16 @@ void plain_attention(const float* q, int rows, HeadShape shape, const PagedKv& k
 // out[r, f] = silu(gu[r, f]) · gu[r, F + f] as bf16, gu f32 [rows, 2F].
 void swiglu(const float* gu, int rows, int ffn, uint16_t* out, void* stream);
 
-// y[m, n] (=|+=) Σ_k x[m, k]·w[n, k] (+ bias[n]); x, w bf16 row-major, y f32. Every element's sum runs over k
-// in the same order whatever m is. k must be a multiple of 8 and x, w 16-byte aligned.
+// y[m, n] (=|+=) Σ_k x[m, k]·w[n, k] (+ bias[n]); x, w bf16 row-major, y f32. Every element is the sum, in order,
+// of the partial sums of fixed k slices of 1024 (each slice's blocks of 32 in increasing order), whatever m is.
+// k must be a multiple of 8 and x, w 16-byte aligned. The launch depends on (m, n, k) only.
 void gemm(const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k, bool accumulate,
           void* stream);
 
 // The same GEMM with its tile configuration forced (0 ≤ variant < gemm_variants()), for tests and benchmarks:
 // every variant gives the same bits as `gemm`; they differ only in speed.
 int gemm_variants();
+const char* gemm_variant_name(int variant);
 void gemm_variant(int variant, const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k,
                   bool accumulate, void* stream);
 
