@@ -29,7 +29,7 @@ namespace {
 namespace k = cuda::kernels;
 using vision::PixelPatches;
 
-TEST(VisionKernels, RopeMatchesTheCpuTowerBitwise) {
+TEST(VisionKernels, RopeMatchesTheCpuTower) {
   FS_REQUIRE_GPU();
   Gpu gpu;
   std::mt19937 rng(11);
@@ -51,10 +51,13 @@ TEST(VisionKernels, RopeMatchesTheCpuTowerBitwise) {
       for (int r = 0; r < s.rows; ++r)
         std::copy_n(&qkv[size_t(r) * 3 * H + size_t(part) * H], H, &ref[size_t(r) * H]);
       if (part < 2) cpu::rope(ref.data(), s.rows, s.heads, s.hd, cos.data(), sin.data());
+      // The device may fuse x·cos − y·sin into one FMA: equal up to a few float roundings, v unchanged.
       size_t wrong = 0;
       for (int r = 0; r < s.rows; ++r)
-        for (int i = 0; i < H; ++i)
-          wrong += got[size_t(r) * 3 * H + size_t(part) * H + i] != ref[size_t(r) * H + i];
+        for (int i = 0; i < H; ++i) {
+          const float g = got[size_t(r) * 3 * H + size_t(part) * H + i], e = ref[size_t(r) * H + i];
+          wrong += part == 2 ? g != e : std::abs(g - e) > 4e-7f * std::max(1.0f, std::abs(e));
+        }
       EXPECT_EQ(wrong, 0u) << "part " << part;
     }
   }
@@ -168,8 +171,9 @@ TEST(VisionKernels, GeluErfMatchesCpu) {
     auto got = gpu.download(out, size_t(n));
     for (int64_t i = 0; i < n; ++i) {
       const float v = x[size_t(i)];
-      const float ref = 0.5f * v * (1.0f + std::erf(v * float(M_SQRT1_2)));
-      EXPECT_LE(std::abs(int(got[size_t(i)]) - int(f32_to_bf16(ref))), 1) << "x = " << v;
+      const double ref = 0.5 * v * (1.0 + std::erf(double(v) * M_SQRT1_2));
+      // One bf16 rounding of the value, plus float erf's error where 1 + erf(x) cancels (x < -4).
+      EXPECT_LE(std::abs(bf16_to_f32(got[size_t(i)]) - ref), 4e-3 * std::abs(ref) + 1e-6) << "x = " << v;
     }
   }
 }
