@@ -1,6 +1,6 @@
 // GPU benchmark in one run: device copy bandwidth, batch-1 decode tok/s against the weight-streaming floor,
 // prefill tok/s, and aggregate decode tok/s of an engine at 1..64 streams with the token_sha256 of each run.
-// Usage: bench_gpu CHECKPOINT [--decode N] [--prefill N] [--reply N] [--max-streams N]
+// Usage: bench_gpu CHECKPOINT [--decode N] [--prefill N] [--stream-prompt N] [--reply N] [--max-streams N]
 //        bench_gpu --make-like NAME [--layers N] OUT   (writes the random checkpoint first, then measures it)
 //        --gemm-rows 1,16,64|none   row counts of the GEMM table
 //        bench_gpu --gemm-only [--gemm-rows ...]   the copy bandwidth and the GEMM table alone (no checkpoint)
@@ -127,19 +127,28 @@ struct Direct {
   }
 };
 
-// Aggregate decode rate of `streams` greedy requests run together, and the sha256 of their token ids.
-std::pair<double, std::string> engine_run(Model& model, int streams, int prompt, int reply) {
+// One engine run of N greedy streams: the decode rate once every stream has its first token (tokens after that
+// moment / time to the last finish), the whole rate (all tokens / wall time from first submit, prefill included),
+// and the sha256 of every reply's ids in request order.
+struct EngineRun {
+  double decode_rate = 0, whole_rate = 0;
+  std::string sha;
+};
+
+EngineRun engine_run(Model& model, int streams, int prompt, int reply) {
   EngineOptions o;
   o.parallel = streams;
   o.context = prompt + reply + 16;
-  o.prefill_chunk = 256;
-  o.round_tokens = std::max(512, streams * 2);
+  o.prefill_chunk = 512;
+  o.round_tokens = std::max(2048, streams * 2);
   o.queue_limit = streams;
   Engine engine(model, o);
   std::mt19937 rng(42);
   std::mutex mu;
   std::condition_variable cv;
-  int pending = streams;
+  int pending = streams, started = 0;
+  size_t after_start = 0;
+  Clock::time_point all_started;
   std::vector<std::vector<int32_t>> ids(static_cast<size_t>(streams));
   auto t = Clock::now();
   for (int s = 0; s < streams; ++s) {
@@ -149,7 +158,10 @@ std::pair<double, std::string> engine_run(Model& model, int streams, int prompt,
     r.sampling.temperature = 0.0f;
     r.on_token = [&, s](const SampledToken& tok) {
       std::lock_guard lock(mu);
-      ids[size_t(s)].push_back(tok.id);
+      auto& v = ids[size_t(s)];
+      if (started == streams) ++after_start;
+      v.push_back(tok.id);
+      if (v.size() == 1 && ++started == streams) all_started = Clock::now();
       return true;
     };
     r.on_done = [&](const GenerationResult&) {
@@ -161,14 +173,19 @@ std::pair<double, std::string> engine_run(Model& model, int streams, int prompt,
   }
   std::unique_lock lock(mu);
   cv.wait(lock, [&] { return pending == 0; });
-  const double wall = seconds_since(t);
+  const auto end = Clock::now();
+  EngineRun out;
   Sha256 sha;
   size_t tokens = 0;
   for (const auto& v : ids) {
     sha.update(v.data(), v.size() * sizeof(int32_t));
     tokens += v.size();
   }
-  return {double(tokens) / wall, Sha256::hex(sha.finish())};
+  out.whole_rate = double(tokens) / std::chrono::duration<double>(end - t).count();
+  const double decode_time = std::chrono::duration<double>(end - all_started).count();
+  out.decode_rate = started == streams && decode_time > 0 ? double(after_start) / decode_time : 0.0;
+  out.sha = Sha256::hex(sha.finish());
+  return out;
 }
 
 // "1,16,64" → {1, 16, 64}; "none" → no GEMM table.
@@ -188,7 +205,7 @@ std::vector<int> parse_rows(const std::string& list) {
 int bench(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   std::string dir, like;
-  int decode = 128, prefill = 2048, reply = 64, max_streams = 64, layers = 0;
+  int decode = 128, prefill = 2048, reply = 128, stream_prompt = 512, max_streams = 64, layers = 0;
   bool gemm_only = false;
   std::vector<int> gemm_rows = {1, 16, 32, 64, 2048};
   for (size_t i = 0; i < args.size(); ++i) {
@@ -196,6 +213,7 @@ int bench(int argc, char** argv) {
     if (args[i] == "--decode") decode = std::stoi(next());
     else if (args[i] == "--prefill") prefill = std::stoi(next());
     else if (args[i] == "--reply") reply = std::stoi(next());
+    else if (args[i] == "--stream-prompt") stream_prompt = std::stoi(next());
     else if (args[i] == "--max-streams") max_streams = std::stoi(next());
     else if (args[i] == "--make-like") like = next();
     else if (args[i] == "--layers") layers = std::stoi(next());
@@ -256,10 +274,13 @@ int bench(int argc, char** argv) {
                 "token_sha256 %s\n",
                 rate, floor_rate, rate / floor_rate, Sha256::hex(sha.finish()).c_str());
   }
-  std::printf("%8s %14s  %s\n", "streams", "decode tok/s", "token_sha256");
+  std::printf("engine runs: N streams x (%d-token prompt + %d greedy tokens); decode = tokens after every stream's "
+              "first / time to the last finish; whole = all tokens / wall time from the first submit\n",
+              stream_prompt, reply);
+  std::printf("%8s %14s %14s  %s\n", "streams", "decode tok/s", "whole tok/s", "token_sha256");
   for (int n = 1; n <= max_streams; n *= 2) {
-    auto [rate, sha] = engine_run(*model, n, 32, reply);
-    std::printf("%8d %14.1f  %s\n", n, rate, sha.c_str());
+    EngineRun r = engine_run(*model, n, stream_prompt, reply);
+    std::printf("%8d %14.1f %14.1f  %s\n", n, r.decode_rate, r.whole_rate, r.sha.c_str());
     std::fflush(stdout);
   }
   return 0;
