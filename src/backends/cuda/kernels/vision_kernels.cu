@@ -1,6 +1,7 @@
 // The vision tower's kernels: 2-D rotary on q/k, segment (window or frame) attention, SwiGLU with a zero-padded
 // output stride, exact GELU, and the row scatter that undoes the window order.
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/vision_attention_mma.cuh"
 #include "backends/cuda/kernels/vision_ops.h"
 
 namespace fs::cuda::kernels {
@@ -9,6 +10,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kKeyChunk = 32;
+constexpr int kFallbackRows = 8;  // rows of a tile the f32 kernel serves at once, one per warp
 constexpr int kDimsPerLane = kVisionMaxHeadDim / 32;
 
 __global__ void rope_qk_kernel(float* qkv, int heads, int head_dim, const float* cos, const float* sin) {
@@ -24,13 +26,14 @@ __global__ void rope_qk_kernel(float* qkv, int heads, int head_dim, const float*
   }
 }
 
-// One block per (tile, head), one warp per row of the tile. Each chunk of 32 keys (and their values) is loaded
-// into shared memory once for the tile; lane j scores key j, then the warp folds the chunk into its running max,
-// sum and output (lane owns dims lane, lane + 32, ...).
-__global__ void __launch_bounds__(32 * kVisionTileRows) segment_attention_kernel(const float* qkv, int heads,
-                                                                               int head_dim,
-                                                                               const AttentionTile* tiles, float scale,
-                                                                               uint16_t* out) {
+// The f32 kernel for head dims that are not multiples of 16. One block per (tile, head); the tile's rows are served
+// eight at a time, one warp per row. Each chunk of 32 keys (and their values) is loaded into shared memory once per
+// eight rows; lane j scores key j, then the warp folds the chunk into its running max, sum and output (lane owns
+// dims lane, lane + 32, ...).
+__global__ void __launch_bounds__(32 * kFallbackRows) segment_attention_kernel(const float* qkv, int heads,
+                                                                             int head_dim,
+                                                                             const AttentionTile* tiles, float scale,
+                                                                             uint16_t* out) {
   extern __shared__ float smem[];
   const int hd = head_dim, kstride = hd + 1, H = heads * hd;
   float* ks = smem;
@@ -39,53 +42,55 @@ __global__ void __launch_bounds__(32 * kVisionTileRows) segment_attention_kernel
   const AttentionTile tile = tiles[blockIdx.x];
   const int head = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const size_t stride = 3 * size_t(H);
-  const bool active = warp < tile.count;
-  const int row = tile.row + warp;
-  float* q = qs + warp * hd;
-  if (active)
-    for (int d = lane; d < hd; d += 32) q[d] = qkv[size_t(row) * stride + size_t(head) * hd + d];
-  float acc[kDimsPerLane];
+  for (int r0 = 0; r0 < tile.count; r0 += kFallbackRows) {
+    const bool active = r0 + warp < tile.count;
+    const int row = tile.row + r0 + warp;
+    float* q = qs + warp * hd;
+    if (active)
+      for (int d = lane; d < hd; d += 32) q[d] = qkv[size_t(row) * stride + size_t(head) * hd + d];
+    float acc[kDimsPerLane];
 #pragma unroll
-  for (int i = 0; i < kDimsPerLane; ++i) acc[i] = 0.0f;
-  float m = -INFINITY, l = 0.0f;
-  for (int k0 = tile.key_begin; k0 < tile.key_end; k0 += kKeyChunk) {
-    const int n = min(kKeyChunk, tile.key_end - k0);
-    __syncthreads();
-    for (int i = threadIdx.x; i < n * hd; i += blockDim.x) {
-      const int j = i / hd, d = i % hd;
-      const float* src = qkv + size_t(k0 + j) * stride + size_t(head) * hd + d;
-      ks[j * kstride + d] = src[H];
-      vs[j * hd + d] = src[2 * H];
-    }
-    __syncthreads();
-    if (!active) continue;
-    float s = -INFINITY;
-    if (lane < n) {
-      float dot = 0.0f;
-      for (int d = 0; d < hd; ++d) dot = fmaf(q[d], ks[lane * kstride + d], dot);
-      s = dot * scale;
-    }
-    const float m_new = fmaxf(m, warp_max(s));
-    const float corr = expf(m - m_new);
-    const float p = lane < n ? expf(s - m_new) : 0.0f;
-    l = l * corr + warp_sum(p);
-#pragma unroll
-    for (int i = 0; i < kDimsPerLane; ++i) acc[i] *= corr;
-    for (int j = 0; j < n; ++j) {
-      const float pj = __shfl_sync(0xffffffffu, p, j);
-#pragma unroll
-      for (int i = 0; i < kDimsPerLane; ++i) {
-        const int d = lane + 32 * i;
-        if (d < hd) acc[i] = fmaf(pj, vs[j * hd + d], acc[i]);
+    for (int i = 0; i < kDimsPerLane; ++i) acc[i] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    for (int k0 = tile.key_begin; k0 < tile.key_end; k0 += kKeyChunk) {
+      const int n = min(kKeyChunk, tile.key_end - k0);
+      __syncthreads();
+      for (int i = threadIdx.x; i < n * hd; i += blockDim.x) {
+        const int j = i / hd, d = i % hd;
+        const float* src = qkv + size_t(k0 + j) * stride + size_t(head) * hd + d;
+        ks[j * kstride + d] = src[H];
+        vs[j * hd + d] = src[2 * H];
       }
-    }
-    m = m_new;
-  }
-  if (!active) return;
+      __syncthreads();
+      if (!active) continue;
+      float s = -INFINITY;
+      if (lane < n) {
+        float dot = 0.0f;
+        for (int d = 0; d < hd; ++d) dot = fmaf(q[d], ks[lane * kstride + d], dot);
+        s = dot * scale;
+      }
+      const float m_new = fmaxf(m, warp_max(s));
+      const float corr = expf(m - m_new);
+      const float p = lane < n ? expf(s - m_new) : 0.0f;
+      l = l * corr + warp_sum(p);
 #pragma unroll
-  for (int i = 0; i < kDimsPerLane; ++i) {
-    const int d = lane + 32 * i;
-    if (d < hd) out[size_t(row) * H + size_t(head) * hd + d] = f32_to_bf16_bits(acc[i] / l);
+      for (int i = 0; i < kDimsPerLane; ++i) acc[i] *= corr;
+      for (int j = 0; j < n; ++j) {
+        const float pj = __shfl_sync(0xffffffffu, p, j);
+#pragma unroll
+        for (int i = 0; i < kDimsPerLane; ++i) {
+          const int d = lane + 32 * i;
+          if (d < hd) acc[i] = fmaf(pj, vs[j * hd + d], acc[i]);
+        }
+      }
+      m = m_new;
+    }
+    if (!active) continue;
+#pragma unroll
+    for (int i = 0; i < kDimsPerLane; ++i) {
+      const int d = lane + 32 * i;
+      if (d < hd) out[size_t(row) * H + size_t(head) * hd + d] = f32_to_bf16_bits(acc[i] / l);
+    }
   }
 }
 
@@ -130,11 +135,26 @@ void segment_attention(const float* qkv, int heads, int head_dim, const Attentio
   if (head_dim <= 0 || head_dim > kVisionMaxHeadDim)
     throw Error("vision attention supports head_dim up to " + std::to_string(kVisionMaxHeadDim) + " (got " +
                 std::to_string(head_dim) + ")");
+  const cudaStream_t st = as_runtime(stream);
+  if (head_dim % 16 == 0) {
+    if (reinterpret_cast<uintptr_t>(qkv) % 16 != 0) throw Error("vision attention needs 16-byte aligned qkv");
+    switch (head_dim) {
+      case 16: vision_mma::launch<16>(qkv, heads, tiles, tile_count, scale, out, st); break;
+      case 32: vision_mma::launch<32>(qkv, heads, tiles, tile_count, scale, out, st); break;
+      case 48: vision_mma::launch<48>(qkv, heads, tiles, tile_count, scale, out, st); break;
+      case 64: vision_mma::launch<64>(qkv, heads, tiles, tile_count, scale, out, st); break;
+      case 80: vision_mma::launch<80>(qkv, heads, tiles, tile_count, scale, out, st); break;
+      case 96: vision_mma::launch<96>(qkv, heads, tiles, tile_count, scale, out, st); break;
+      case 112: vision_mma::launch<112>(qkv, heads, tiles, tile_count, scale, out, st); break;
+      default: vision_mma::launch<128>(qkv, heads, tiles, tile_count, scale, out, st); break;
+    }
+    check_launch("segment_attention (tensor cores)");
+    return;
+  }
   const size_t smem = (size_t(kKeyChunk) * (head_dim + 1) + size_t(kKeyChunk) * head_dim +
-                       size_t(kVisionTileRows) * head_dim) * sizeof(float);
+                       size_t(kFallbackRows) * head_dim) * sizeof(float);
   dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(heads));
-  segment_attention_kernel<<<grid, 32 * kVisionTileRows, smem, as_runtime(stream)>>>(qkv, heads, head_dim, tiles,
-                                                                                      scale, out);
+  segment_attention_kernel<<<grid, 32 * kFallbackRows, smem, st>>>(qkv, heads, head_dim, tiles, scale, out);
   check_launch("segment_attention");
 }
 

@@ -8,20 +8,23 @@ namespace fs::cuda::kernels {
 
 // Largest head_dim segment_attention handles.
 inline constexpr int kVisionMaxHeadDim = 128;
-// Rows of one attention tile (rows of one segment that share each loaded chunk of keys).
-inline constexpr int kVisionTileRows = 8;
+// Most rows of one attention tile (rows of one segment that share each loaded block of keys).
+inline constexpr int kVisionTileRows = 128;
 
 // 2-D rotary in place on the q and k parts of qkv[rows, 3·heads·head_dim]: rotate-half with cos/sin
 // [rows, head_dim/2], each product rounded separately as the CPU tower does.
 void vision_rope_qk(float* qkv, int rows, int heads, int head_dim, const float* cos, const float* sin, void* stream);
 
-// One attention tile: rows [row, row + count) attend to keys [key_begin, key_end) of their segment.
+// One attention tile: rows [row, row + count) attend to keys [key_begin, key_end) of their segment;
+// 1 ≤ count ≤ kVisionTileRows.
 struct AttentionTile {
   int32_t row = 0, count = 0, key_begin = 0, key_end = 0;
 };
 
 // Non-causal softmax attention of every tile's rows over its keys, per head, keys visited in increasing order
 // (online softmax); q/k/v are the three parts of qkv[rows, 3·heads·head_dim]; out bf16 [rows, heads·head_dim].
+// Head dims that are multiples of 16 run on tensor cores (q, k, v and the probabilities rounded to bf16, f32
+// sums; qkv 16-byte aligned); other head dims on an f32 kernel. Same input, same bits.
 void segment_attention(const float* qkv, int heads, int head_dim, const AttentionTile* tiles, int tile_count,
                        float scale, uint16_t* out, void* stream);
 
