@@ -92,7 +92,7 @@ TEST(CudaKernels, GemmTileVariantsGiveTheSameBits) {
   std::mt19937 rng(4);
   for (GemmShape s : {GemmShape{1, 777, 520}, {16, 130, 4096}, {40, 257, 1000}, {130, 300, 264}, {1, 300, 1024},
                       {5, 130, 1032}, {16, 96, 3080}, {33, 72, 3080}, {40, 64, 14336}, {1, 72, 17416},
-                      {130, 100, 3080}}) {
+                      {130, 100, 3080}, {70, 200, 10248}, {24, 300, 0}}) {
     SCOPED_TRACE("m " + std::to_string(s.m) + " n " + std::to_string(s.n) + " k " + std::to_string(s.k));
     auto x = to_bf16(random_floats(rng, size_t(s.m) * s.k));
     auto w = to_bf16(random_floats(rng, size_t(s.n) * s.k, 0.05f));

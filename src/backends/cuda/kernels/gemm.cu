@@ -32,12 +32,14 @@ constexpr Variant kVariants[] = {
     {launch_tiled<4, 4, 2, 4, 2, 3>, "tile 128x128 s3"},                  // 4: more rows (16 warps, 3 stages)
 };
 
-// The variant `gemm` runs for a shape: a pure function of (m, n, k). Weights dominate the traffic up to 64 rows.
+// The variant `gemm` runs for a shape: a pure function of (m, n, k). Weights dominate the traffic up to 64 rows; a
+// small weight (n, k ≤ 4096) gains from the narrower row tiles' extra CTAs.
 int pick_variant(int m, int n, int k) {
+  const bool small = n <= 4096 && k <= 4096;
   if (m <= 8) return 0;
   if (m <= 16) return 1;
-  if (m <= 32) return 2;
-  if (m <= 64) return 3;
+  if (m <= 32) return small ? 1 : 2;
+  if (m <= 64) return small ? 2 : 3;
   return 4;
 }
 
