@@ -21,8 +21,12 @@ message(STATUS "foldserve CUDA backend: ${FOLDSERVE_WITH_CUDA}")
 
 # Compile settings of a target holding .cu files: Hopper machine code (sm_90a), C++17 device code, and the project's warning
 # flags passed to nvcc's host compiler instead of nvcc itself.
+# Machine code targets: Hopper by default; "80-real;89-real;90a-real" adds Ampere and Ada (the kernels use sm_80
+# features only; those cards are untested).
+set(FOLDSERVE_CUDA_ARCHS "90a-real" CACHE STRING "CUDA architectures of the kernels")
 function(foldserve_cuda_target target)
-  set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "90a-real" CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+  set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${FOLDSERVE_CUDA_ARCHS}" CUDA_STANDARD 17
+                        CUDA_STANDARD_REQUIRED ON)
   get_target_property(options ${target} COMPILE_OPTIONS)
   if(options)
     set(cxx_options)
