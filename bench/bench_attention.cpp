@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_main.h"
 #include "core/error.h"
 
 #ifdef FOLDSERVE_WITH_CUDA
@@ -130,14 +131,7 @@ int bench(int argc, char** argv) {
 }  // namespace
 }  // namespace fs
 
-int main(int argc, char** argv) {
-  try {
-    return fs::bench(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_attention: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return fs::run_bench("bench_attention", fs::bench, argc, argv); }
 #else
 int main() {
   std::fprintf(stderr, "bench_attention: this build has no CUDA backend\n");

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_main.h"
 #include "core/error.h"
 #include "core/sha256.h"
 #include "engine/engine.h"
@@ -289,14 +290,7 @@ int bench(int argc, char** argv) {
 }  // namespace
 }  // namespace fs
 
-int main(int argc, char** argv) {
-  try {
-    return fs::bench(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_gpu: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return fs::run_bench("bench_gpu", fs::bench, argc, argv); }
 #else
 int main() {
   std::fprintf(stderr, "bench_gpu: this build has no CUDA backend\n");

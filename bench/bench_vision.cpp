@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_main.h"
 #include "cli/args.h"
 #include "core/error.h"
 #include "core/files.h"
@@ -171,7 +172,10 @@ std::string sha_of(const std::vector<int32_t>& ids) {
 
 std::string first_ids(const std::vector<int32_t>& ids, size_t n) {
   std::string s;
-  for (size_t i = 0; i < std::min(n, ids.size()); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < std::min(n, ids.size()); ++i) {
+    if (i) s += ',';
+    s += std::to_string(ids[i]);
+  }
   return s;
 }
 
@@ -376,11 +380,4 @@ int bench(int argc, char** argv) {
 }  // namespace
 }  // namespace fs
 
-int main(int argc, char** argv) {
-  try {
-    return fs::bench(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_vision: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return fs::run_bench("bench_vision", fs::bench, argc, argv); }

@@ -2,6 +2,7 @@
 // Device helpers shared by the GEMM kernels: the tensor-core mma, 16-byte loads and cp.async copies, and the fixed
 // k slices that every GEMM configuration sums in the same order.
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/mma_ptx.cuh"
 
 namespace fs::cuda::kernels::gemm_detail {
 
@@ -9,30 +10,15 @@ namespace fs::cuda::kernels::gemm_detail {
 // in increasing order from 0; slices depend on k alone.
 constexpr int kSliceBlocks = 32;
 
-__device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                    uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
+using ptx::copy16;
+using ptx::copy_commit;
+using ptx::copy_wait;
+using ptx::mma;
 
 // The two mma of one 32-wide k block: lane t holds k t·8…t·8+7 of its row in a (rows g, g+8) and b (column g).
 __device__ __forceinline__ void mma_block(float (&c)[4], const uint4& a_lo, const uint4& a_hi, const uint4& b) {
   mma(c, a_lo.x, a_hi.x, a_lo.y, a_hi.y, b.x, b.y);
   mma(c, a_lo.z, a_hi.z, a_lo.w, a_hi.w, b.z, b.w);
-}
-
-// 16-byte global → shared copy; bytes past `valid` (0 or 16) are zero-filled.
-__device__ __forceinline__ void copy16(void* smem, const void* gmem, bool valid) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void copy_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 __device__ __forceinline__ uint4 load16(const uint16_t* p, bool valid) {

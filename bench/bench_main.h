@@ -1,0 +1,17 @@
+#pragma once
+// The main() of a benchmark program: runs `bench`, and reports an exception as "NAME: what" with exit status 1.
+#include <cstdio>
+#include <exception>
+
+namespace fs {
+
+inline int run_bench(const char* name, int (*bench)(int, char**), int argc, char** argv) {
+  try {
+    return bench(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
+    return 1;
+  }
+}
+
+}  // namespace fs
