@@ -78,6 +78,9 @@ class Model {
 // Builds the model named by config.architecture from the checkpoint; unknown architectures are refused by name.
 std::unique_ptr<Model> create_model(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint);
 
+// Whether "auto" picks the GPU: the CUDA backend is compiled in and sees a device.
+bool cuda_backend_available();
+
 // The same on a device: "cpu", "cuda" or "auto" (cuda when compiled in and a GPU is present, else cpu).
 std::unique_ptr<Model> create_model_on(const std::string& device, const ModelConfig& config,
                                        std::shared_ptr<Checkpoint> checkpoint);
