@@ -11,6 +11,7 @@
 // a row's bits depend only on its q, its keys and its key count, never on the rows sharing the tile or the call.
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/mma_ptx.cuh"
+#include "backends/cuda/kernels/online_softmax.cuh"
 #include "backends/cuda/kernels/ops.h"
 
 namespace fs::cuda::kernels::attention_mma {
@@ -161,18 +162,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(Params p) {
             s[n][2 * h + e] = v;
             mx = fmaxf(mx, v);
           }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m[h], mx);
-        const float base = m_new == -INFINITY ? 0.0f : m_new;
-        const float corr = m[h] == m_new ? 1.0f : exp2f(m[h] - base);
-        m[h] = m_new;
-        l[h] *= corr;
-#pragma unroll
-        for (int n = 0; n < HD / 8; ++n) {
-          o[n][2 * h] *= corr;
-          o[n][2 * h + 1] *= corr;
-        }
+        const float base = online_softmax_rescale(m[h], l[h], o, h, mx);
 #pragma unroll
         for (int n = 0; n < 2; ++n)
 #pragma unroll

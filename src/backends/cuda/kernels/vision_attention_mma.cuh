@@ -10,6 +10,7 @@
 // only on its q, its segment's keys and values, and the head shape.
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/mma_ptx.cuh"
+#include "backends/cuda/kernels/online_softmax.cuh"
 #include "backends/cuda/kernels/vision_ops.h"
 
 namespace fs::cuda::kernels::vision_mma {
@@ -152,18 +153,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             s[n][2 * h + e] = v;
             mx = fmaxf(mx, v);
           }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m[h], mx);
-        const float base = m_new == -INFINITY ? 0.0f : m_new;
-        const float corr = m[h] == m_new ? 1.0f : exp2f(m[h] - base);
-        m[h] = m_new;
-        l[h] *= corr;
-#pragma unroll
-        for (int n = 0; n < HD / 8; ++n) {
-          o[n][2 * h] *= corr;
-          o[n][2 * h + 1] *= corr;
-        }
+        const float base = online_softmax_rescale(m[h], l[h], o, h, mx);
 #pragma unroll
         for (int n = 0; n < kBlockKeys / 8; ++n)
 #pragma unroll
