@@ -114,6 +114,7 @@ class CudaModel final : public Model {
     pool_slots_ = size_t(pool.pages_total()) * size_t(pool.page_tokens());
     dummy_page_ = pool.pages_total();
     page_tokens_ = pool.page_tokens();
+    if (graphs_on_) capture_decode_graphs();
   }
 
   std::vector<float> forward(std::span<const SequenceChunk> chunks, KvPool& pool) override {
@@ -351,6 +352,23 @@ class CudaModel final : public Model {
             false, st);
     if (sample && samples_on_device())
       k::sample_rows(at<float>(s.logits), R, c.vocab_size, params, at<int32_t>(s.ids), st);
+  }
+
+  // Captures every bucket's graph at start, on padded rounds that only touch the reserved page, so no served round
+  // pays for a capture.
+  void capture_decode_graphs() {
+    const cuda::CUstream st = stream_.handle();
+    for (int bucket : cuda::kDecodeBuckets) {
+      if (!graphs_on_) break;
+      Plan p;
+      cuda::pad_decode_rows(p, bucket, dummy_page_, page_tokens_);
+      const cuda::MetaLayout L = cuda::meta_layout(p.rows, int(p.logits.size()), config_.head_dim / 2, kSampleWords);
+      const std::vector<uint32_t> block = meta_block(p, L, {});
+      const Scratch& s = decode_scratch();
+      stage_.upload(s.meta, block.data(), block.size() * 4, st);
+      launch_decode(bucket, s, L, st);
+    }
+    stream_.synchronize();
   }
 
   // Replays the bucket's graph; its first round runs eagerly (loading kernels, setting their attributes) and is then
