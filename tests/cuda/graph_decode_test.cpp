@@ -203,7 +203,9 @@ TEST(CudaGraphDecode, ConcurrentEqualsSoloAndDeviceGreedyEqualsHostGreedy) {
     SCOPED_TRACE("request " + std::to_string(i));
     auto solo = run_engine(*model, {reqs[i]}, 1);
     EXPECT_TRUE(same(solo[0], together[i]));
-    if (reqs[i].sampling.temperature <= 0.0f) EXPECT_TRUE(same(host[i], together[i]));
+    if (reqs[i].sampling.temperature <= 0.0f) {
+      EXPECT_TRUE(same(host[i], together[i]));
+    }
   }
 }
 

@@ -373,6 +373,10 @@ CUresult FakeDriver::module_get_function(CUfunction* fn, CUmodule module, const 
   return CUDA_SUCCESS;
 }
 
+CUresult FakeDriver::func_set_attribute(CUfunction fn) {
+  return functions_.count(key(fn)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
 CUresult FakeDriver::launch_kernel(CUfunction fn, CUstream stream) {
   auto it = functions_.find(key(fn));
   if (it == functions_.end()) return CUDA_ERROR_INVALID_HANDLE;

@@ -90,6 +90,7 @@ class FakeDriver {
   CUresult module_load_data(CUmodule* module, const void* image);
   CUresult module_unload(CUmodule module);
   CUresult module_get_function(CUfunction* fn, CUmodule module, const char* name);
+  CUresult func_set_attribute(CUfunction fn);
   CUresult launch_kernel(CUfunction fn, CUstream stream);
   CUresult begin_capture(CUstream stream);
   CUresult end_capture(CUstream stream, CUgraph* graph);

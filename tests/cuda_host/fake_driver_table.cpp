@@ -187,6 +187,12 @@ DriverTable make_fake_table() {
     return FS_FAKE_CALL(module_get_function, {as_arg(module)},
                         { return active().module_get_function(fn, module, name); });
   };
+  t.func_set_attribute = [](CUfunction fn, CUfunction_attribute attribute, int value) {
+    return FS_FAKE_CALL(func_set_attribute,
+                        (std::vector<std::uint64_t>{as_arg(fn), static_cast<std::uint64_t>(attribute),
+                                                    static_cast<std::uint64_t>(value)}),
+                        { return active().func_set_attribute(fn); });
+  };
   t.launch_kernel = [](CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                        unsigned shared, CUstream stream, void** params, void** extra) {
     return FS_FAKE_CALL(launch_kernel,

@@ -51,6 +51,29 @@ TEST(Module, FailedLaunchNamesTheKernel) {
   }
 }
 
+// The path CUDA translation units take: opaque handles, attributes and launches through the table.
+TEST(Module, OpaqueLaunchAndAttributesGoThroughTheTable) {
+  FakeDriver fake;
+  Module module("gemm", "ops");
+  Stream stream;
+  void* fn = module.function("gemm");
+  set_function_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 98304, "gemm");
+  launch_opaque(fn, {8, 2, 1, 256, 1, 1, 98304}, stream.handle(), nullptr, "gemm");
+  stream.synchronize();
+  EXPECT_EQ(fake.kernel_runs("gemm"), 1u);
+  fake.fail_call("cuFuncSetAttribute", 1, CUDA_ERROR_INVALID_VALUE);
+  try {
+    set_function_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1 << 30, "gemm");
+    FAIL() << "refused attribute not reported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuFuncSetAttribute failed for kernel gemm"), std::string::npos) << e.what();
+  }
+  fake.fail_call("cuLaunchKernel", 1, CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_THROW(launch_opaque(fn, {}, stream.handle(), nullptr, "gemm"), Error);
+  stream.synchronize();
+  EXPECT_EQ(fake.kernel_runs("gemm"), 1u);
+}
+
 TEST(CapturedGraph, CapturesOnceAndReplaysOnEveryLaunch) {
   FakeDriver fake;
   Module module("decode_step", "decode");

@@ -101,7 +101,9 @@ TEST(ImageStage, FourFullSizeImagesReuseOnePinnedStageAfterAnEventWait) {
   for (std::size_t i = 0; i < copies.size(); ++i) {
     const auto& c = calls[copies[i]];
     EXPECT_TRUE(fake.is_pinned(reinterpret_cast<const void*>(c.args[1]), c.args[2]));
-    if (i % 2 == 0) EXPECT_EQ(c.args[1], base) << "image " << i / 2 << " used another stage";
+    if (i % 2 == 0) {
+      EXPECT_EQ(c.args[1], base) << "image " << i / 2 << " used another stage";
+    }
   }
 
   stream.synchronize();

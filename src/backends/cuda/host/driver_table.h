@@ -46,6 +46,7 @@ namespace fs::cuda {
   X(module_load_data, "cuModuleLoadData", CUresult, (CUmodule * module, const void* image))                        \
   X(module_unload, "cuModuleUnload", CUresult, (CUmodule module))                                                  \
   X(module_get_function, "cuModuleGetFunction", CUresult, (CUfunction * fn, CUmodule module, const char* name))   \
+  X(func_set_attribute, "cuFuncSetAttribute", CUresult, (CUfunction fn, CUfunction_attribute attribute, int value)) \
   X(launch_kernel, "cuLaunchKernel", CUresult,                                                                     \
     (CUfunction fn, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x, unsigned block_y,         \
      unsigned block_z, unsigned shared_bytes, CUstream stream, void** params, void** extra))                        \

@@ -11,6 +11,7 @@ using CUdevice = int;
 using CUdeviceptr = unsigned long long;
 using CUdevice_attribute = int;
 using CUstreamCaptureMode = int;
+using CUfunction_attribute = int;
 
 using CUcontext = struct CUctx_st*;
 using CUmodule = struct CUmod_st*;
@@ -46,6 +47,10 @@ inline constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38;
 inline constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 inline constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
 inline constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
+
+// CUfunction_attribute values.
+inline constexpr CUfunction_attribute CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+inline constexpr CUfunction_attribute CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9;
 
 // Flags.
 inline constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;

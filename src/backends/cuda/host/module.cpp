@@ -28,4 +28,13 @@ void launch(CUfunction fn, const LaunchShape& shape, CUstream stream, void** par
         driver_symbol::launch_kernel, "kernel " + std::string(what));
 }
 
+void launch_opaque(void* fn, const LaunchShape& shape, void* stream, void** params, std::string_view what) {
+  launch(static_cast<CUfunction>(fn), shape, static_cast<CUstream>(stream), params, what);
+}
+
+void set_function_attribute(void* fn, CUfunction_attribute attribute, int value, std::string_view what) {
+  check(driver().func_set_attribute(static_cast<CUfunction>(fn), attribute, value), driver_symbol::func_set_attribute,
+        "kernel " + std::string(what));
+}
+
 }  // namespace fs::cuda

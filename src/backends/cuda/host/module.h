@@ -34,4 +34,10 @@ class Module {
 // Queues `fn` on `stream` with `params` (one pointer per kernel argument); `what` names the kernel in errors.
 void launch(CUfunction fn, const LaunchShape& shape, CUstream stream, void** params, std::string_view what);
 
+// The same for CUDA translation units, where cuda_runtime.h declares its own CUfunc_st and CUstream_st: `fn` is a
+// CUfunction and `stream` a CUstream passed as void*.
+void launch_opaque(void* fn, const LaunchShape& shape, void* stream, void** params, std::string_view what);
+// Sets one attribute of the CUfunction `fn` (cuFuncSetAttribute); `what` names the kernel in errors.
+void set_function_attribute(void* fn, CUfunction_attribute attribute, int value, std::string_view what);
+
 }  // namespace fs::cuda

@@ -3,6 +3,7 @@
 // visits keys in position order in tiles of 32. Either way a row's arithmetic depends only on its own key count.
 #include "backends/cuda/kernels/attention_mma.cuh"
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/launch.cuh"
 #include "backends/cuda/kernels/ops.h"
 
 namespace fs::cuda::kernels {
@@ -123,8 +124,7 @@ void plain_attention(const float* q, int rows, HeadShape shape, const PagedKv& k
   check_shape(shape);
   if (rows == 0) return;
   dim3 grid(rows, shape.heads);
-  plain_attention_kernel<<<grid, 32, 0, as_runtime(stream)>>>(q, shape, kv, scale, out);
-  check_launch("plain attention");
+  launch_kernel("plain_attention", plain_attention_kernel, grid, dim3(32), 0, stream, q, shape, kv, scale, out);
 }
 
 void qkv_rope_store(const float* qkv, int rows, HeadShape shape, const float* q_norm, const float* k_norm, float eps,
@@ -132,8 +132,8 @@ void qkv_rope_store(const float* qkv, int rows, HeadShape shape, const float* q_
   check_shape(shape);
   if (rows == 0) return;
   dim3 grid(rows, shape.heads + shape.kv_heads);
-  qkv_rope_store_kernel<<<grid, 32, 0, as_runtime(stream)>>>(qkv, shape, q_norm, k_norm, eps, cos, sin, kv, q);
-  check_launch("qkv_rope_store");
+  launch_kernel("qkv_rope_store", qkv_rope_store_kernel, grid, dim3(32), 0, stream, qkv, shape, q_norm, k_norm, eps, cos,
+                sin, kv, q);
 }
 
 void attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, uint16_t* out,
@@ -160,7 +160,6 @@ void attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, flo
     case 16: attention_mma::launch<256>(q, rows, shape, kv, scale, out, st); break;
     default: plain_attention(q, rows, shape, kv, scale, out, stream);
   }
-  check_launch("attention");
 }
 
 }  // namespace fs::cuda::kernels

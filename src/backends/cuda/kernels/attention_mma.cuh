@@ -10,6 +10,7 @@
 // holding none of its keys changes nothing (correction 1, P = 0, and K/V past the segment's keys are zero-filled):
 // a row's bits depend only on its q, its keys and its key count, never on the rows sharing the tile or the call.
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/launch.cuh"
 #include "backends/cuda/kernels/mma_ptx.cuh"
 #include "backends/cuda/kernels/online_softmax.cuh"
 #include "backends/cuda/kernels/ops.h"
@@ -240,10 +241,8 @@ void launch(const float* q, int rows, HeadShape shape, const PagedKv& kv, float 
             cudaStream_t stream) {
   using L = Layout<HD>;
   auto kernel = attention_kernel<HD>;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes));
-  if (attr != cudaSuccess)
-    throw Error(std::string("CUDA attention shared memory setup failed: ") + cudaGetErrorString(attr));
+  static const bool ready = (allow_shared_memory(kernel, unsigned(L::kSmemBytes), "attention"), true);
+  (void)ready;
   Params p{};
   p.q = q;
   p.out = out;
@@ -258,7 +257,7 @@ void launch(const float* q, int rows, HeadShape shape, const PagedKv& kv, float 
   p.tile_rows = rows > 64 ? kTile / p.tile_heads : 1;
   p.scale_log2 = scale * 1.4426950408889634f;
   dim3 grid((rows + p.tile_rows - 1) / p.tile_rows, shape.kv_heads * p.head_tiles);
-  kernel<<<grid, kThreads, L::kSmemBytes, stream>>>(p);
+  launch_kernel("attention", kernel, grid, dim3(kThreads), unsigned(L::kSmemBytes), stream, p);
 }
 
 }  // namespace fs::cuda::kernels::attention_mma

@@ -1,5 +1,5 @@
 #pragma once
-// Shared device helpers of the CUDA kernels: bf16 conversion, fixed-order warp reductions, launch checks.
+// Shared device helpers of the CUDA kernels: bf16 conversion, fixed-order warp reductions, stream casts.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -12,12 +12,6 @@
 namespace fs::cuda::kernels {
 
 inline cudaStream_t as_runtime(void* s) { return reinterpret_cast<cudaStream_t>(s); }
-
-// Throws fs::Error naming the kernel when its launch was refused.
-inline void check_launch(const char* kernel) {
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw Error(std::string("CUDA kernel ") + kernel + " failed to launch: " + cudaGetErrorString(e));
-}
 
 __device__ __forceinline__ float bf16_bits_to_f32(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
 

@@ -2,6 +2,7 @@
 // Device helpers shared by the GEMM kernels: the tensor-core mma, 16-byte loads and cp.async copies, and the fixed
 // k slices that every GEMM configuration sums in the same order.
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/launch.cuh"
 #include "backends/cuda/kernels/mma_ptx.cuh"
 
 namespace fs::cuda::kernels::gemm_detail {

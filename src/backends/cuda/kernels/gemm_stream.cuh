@@ -149,12 +149,11 @@ void launch_stream(const uint16_t* x, const uint16_t* w, const float* bias, floa
                    bool accumulate, void* stream) {
   using S = Stream<MT, NT, U, WMAX, HALF, PIPE>;
   auto kernel = stream_kernel<MT, NT, U, WMAX, HALF, PIPE>;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(S::kMaxSmemBytes));
-  if (attr != cudaSuccess) throw Error(std::string("CUDA gemm shared memory setup failed: ") + cudaGetErrorString(attr));
+  static const bool ready = (allow_shared_memory(kernel, unsigned(S::kMaxSmemBytes), "gemm"), true);
+  (void)ready;
   dim3 grid((n + S::kCols - 1) / S::kCols, (m + S::kRows - 1) / S::kRows);
-  kernel<<<grid, 32 * S::warps(k), S::smem_bytes(k), as_runtime(stream)>>>(x, w, bias, y, m, n, k, accumulate);
-  check_launch("gemm");
+  launch_kernel("gemm", kernel, grid, dim3(32 * S::warps(k)), unsigned(S::smem_bytes(k)), stream, x, w, bias, y, m, n,
+                k, accumulate);
 }
 
 }  // namespace fs::cuda::kernels::gemm_detail

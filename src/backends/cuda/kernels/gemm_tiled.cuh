@@ -121,15 +121,11 @@ void launch_tiled(const uint16_t* x, const uint16_t* w, const float* bias, float
                   bool accumulate, void* stream) {
   using T = Tile<MW, NW, MT, NT, KB, STAGES>;
   auto kernel = tiled_kernel<MW, NW, MT, NT, KB, STAGES>;
-  static const cudaError_t attr = [&] {
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmemBytes));
-    if (e != cudaSuccess) return e;
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-  }();
-  if (attr != cudaSuccess) throw Error(std::string("CUDA gemm shared memory setup failed: ") + cudaGetErrorString(attr));
+  static const bool ready = (allow_shared_memory(kernel, unsigned(T::kSmemBytes), "gemm", true), true);
+  (void)ready;
   dim3 grid((n + T::kCols - 1) / T::kCols, (m + T::kRows - 1) / T::kRows);
-  kernel<<<grid, T::kThreads, T::kSmemBytes, as_runtime(stream)>>>(x, w, bias, y, m, n, k, accumulate);
-  check_launch("gemm");
+  launch_kernel("gemm", kernel, grid, dim3(T::kThreads), unsigned(T::kSmemBytes), stream, x, w, bias, y, m, n, k,
+                accumulate);
 }
 
 }  // namespace fs::cuda::kernels::gemm_detail

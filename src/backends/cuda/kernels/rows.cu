@@ -1,5 +1,6 @@
 // Row-wise kernels: embedding lookup, RMSNorm, SwiGLU.
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/launch.cuh"
 #include "backends/cuda/kernels/ops.h"
 
 namespace fs::cuda::kernels {
@@ -56,29 +57,27 @@ __global__ void swiglu_kernel(const float* gu, int ffn, uint16_t* out) {
 
 void embedding(const uint16_t* table, const int32_t* ids, int rows, int dim, float* out, void* stream) {
   if (rows == 0) return;
-  embedding_kernel<<<rows, kRowThreads, 0, as_runtime(stream)>>>(table, ids, dim, out);
-  check_launch("embedding");
+  launch_kernel("embedding", embedding_kernel, dim3(rows), dim3(kRowThreads), 0, stream, table, ids, dim, out);
 }
 
 void rmsnorm_bf16(const float* x, const int32_t* gather, const float* weight, int rows, int dim, float eps,
                   uint16_t* y, void* stream) {
   if (rows == 0) return;
-  rmsnorm_kernel<uint16_t><<<rows, kRowThreads, 0, as_runtime(stream)>>>(x, gather, weight, dim, eps, y);
-  check_launch("rmsnorm");
+  launch_kernel("rmsnorm", rmsnorm_kernel<uint16_t>, dim3(rows), dim3(kRowThreads), 0, stream, x, gather, weight, dim,
+                eps, y);
 }
 
 void rmsnorm_f32(const float* x, const int32_t* gather, const float* weight, int rows, int dim, float eps, float* y,
                  void* stream) {
   if (rows == 0) return;
-  rmsnorm_kernel<float><<<rows, kRowThreads, 0, as_runtime(stream)>>>(x, gather, weight, dim, eps, y);
-  check_launch("rmsnorm");
+  launch_kernel("rmsnorm", rmsnorm_kernel<float>, dim3(rows), dim3(kRowThreads), 0, stream, x, gather, weight, dim, eps,
+                y);
 }
 
 void swiglu(const float* gu, int rows, int ffn, uint16_t* out, void* stream) {
   if (rows == 0) return;
   dim3 grid((ffn + kRowThreads - 1) / kRowThreads, rows);
-  swiglu_kernel<<<grid, kRowThreads, 0, as_runtime(stream)>>>(gu, ffn, out);
-  check_launch("swiglu");
+  launch_kernel("swiglu", swiglu_kernel, grid, dim3(kRowThreads), 0, stream, gu, ffn, out);
 }
 
 }  // namespace fs::cuda::kernels

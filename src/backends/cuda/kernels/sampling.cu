@@ -4,6 +4,7 @@
 // into its own column of 16 bins in index order, the bins are reduced in a fixed tree, and the largest digit whose
 // suffix sum satisfies the bound is kept. All sums run in a fixed order inside one block per row.
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/launch.cuh"
 #include "backends/cuda/kernels/sample_ops.h"
 
 namespace fs::cuda::kernels {
@@ -171,8 +172,7 @@ void sample_rows(const float* logits, int rows, int vocab, const SampleRow* para
     throw Error("device sampling supports vocabularies of 1.." + std::to_string(kMaxSampleVocab) + " tokens, not " +
                 std::to_string(vocab));
   if (rows <= 0) return;
-  sample_kernel<<<rows, kThreads, 0, as_runtime(stream)>>>(logits, vocab, params, ids);
-  check_launch("sample_rows");
+  launch_kernel("sample_rows", sample_kernel, dim3(rows), dim3(kThreads), 0, stream, logits, vocab, params, ids);
 }
 
 }  // namespace fs::cuda::kernels

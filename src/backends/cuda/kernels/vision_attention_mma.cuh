@@ -9,6 +9,7 @@
 // past key_end are zero-filled and masked to -inf. No atomics and no cross-warp reductions: a row's bits depend
 // only on its q, its segment's keys and values, and the head shape.
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/launch.cuh"
 #include "backends/cuda/kernels/mma_ptx.cuh"
 #include "backends/cuda/kernels/online_softmax.cuh"
 #include "backends/cuda/kernels/vision_ops.h"
@@ -213,12 +214,11 @@ void launch(const float* qkv, int heads, const AttentionTile* tiles, int tile_co
             cudaStream_t stream) {
   using L = Layout<HD>;
   auto kernel = attention_kernel<HD>;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes));
-  if (attr != cudaSuccess)
-    throw Error(std::string("vision attention shared memory setup failed: ") + cudaGetErrorString(attr));
+  static const bool ready = (allow_shared_memory(kernel, unsigned(L::kSmemBytes), "segment_attention"), true);
+  (void)ready;
   dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(heads));
-  kernel<<<grid, kThreads, L::kSmemBytes, stream>>>(qkv, heads, tiles, scale * 1.4426950408889634f, out);
+  launch_kernel("segment_attention", kernel, grid, dim3(kThreads), unsigned(L::kSmemBytes), stream, qkv, heads, tiles,
+                scale * 1.4426950408889634f, out);
 }
 
 }  // namespace fs::cuda::kernels::vision_mma

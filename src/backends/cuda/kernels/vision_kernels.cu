@@ -1,6 +1,7 @@
 // The vision tower's kernels: 2-D rotary on q/k, segment (window or frame) attention, SwiGLU with a zero-padded
 // output stride, exact GELU, and the row scatter that undoes the window order.
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/launch.cuh"
 #include "backends/cuda/kernels/vision_attention_mma.cuh"
 #include "backends/cuda/kernels/vision_ops.h"
 
@@ -125,8 +126,7 @@ __global__ void scatter_rows_kernel(const float* src, const int32_t* index, int 
 void vision_rope_qk(float* qkv, int rows, int heads, int head_dim, const float* cos, const float* sin, void* stream) {
   if (rows == 0) return;
   if (head_dim % 2) throw Error("vision rotary needs an even head_dim");
-  rope_qk_kernel<<<rows, kThreads, 0, as_runtime(stream)>>>(qkv, heads, head_dim, cos, sin);
-  check_launch("vision_rope_qk");
+  launch_kernel("vision_rope_qk", rope_qk_kernel, dim3(rows), dim3(kThreads), 0, stream, qkv, heads, head_dim, cos, sin);
 }
 
 void segment_attention(const float* qkv, int heads, int head_dim, const AttentionTile* tiles, int tile_count,
@@ -148,35 +148,31 @@ void segment_attention(const float* qkv, int heads, int head_dim, const Attentio
       case 112: vision_mma::launch<112>(qkv, heads, tiles, tile_count, scale, out, st); break;
       default: vision_mma::launch<128>(qkv, heads, tiles, tile_count, scale, out, st); break;
     }
-    check_launch("segment_attention (tensor cores)");
     return;
   }
   const size_t smem = (size_t(kKeyChunk) * (head_dim + 1) + size_t(kKeyChunk) * head_dim +
                        size_t(kFallbackRows) * head_dim) * sizeof(float);
   dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(heads));
-  segment_attention_kernel<<<grid, 32 * kFallbackRows, smem, st>>>(qkv, heads, head_dim, tiles, scale, out);
-  check_launch("segment_attention");
+  launch_kernel("segment_attention", segment_attention_kernel, grid, dim3(32 * kFallbackRows), unsigned(smem), st, qkv,
+                heads, head_dim, tiles, scale, out);
 }
 
 void swiglu_padded(const float* gu, int rows, int ffn, int out_stride, uint16_t* out, void* stream) {
   if (rows == 0) return;
   if (out_stride < ffn) throw Error("swiglu output stride is smaller than the FFN width");
   dim3 grid(static_cast<unsigned>((out_stride + kThreads - 1) / kThreads), static_cast<unsigned>(rows));
-  swiglu_padded_kernel<<<grid, kThreads, 0, as_runtime(stream)>>>(gu, ffn, out_stride, out);
-  check_launch("swiglu_padded");
+  launch_kernel("swiglu_padded", swiglu_padded_kernel, grid, dim3(kThreads), 0, stream, gu, ffn, out_stride, out);
 }
 
 void gelu_erf(const float* x, int64_t n, uint16_t* out, void* stream) {
   if (n == 0) return;
   const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, 65535);
-  gelu_erf_kernel<<<unsigned(blocks), kThreads, 0, as_runtime(stream)>>>(x, n, out);
-  check_launch("gelu_erf");
+  launch_kernel("gelu_erf", gelu_erf_kernel, dim3(unsigned(blocks)), dim3(kThreads), 0, stream, x, n, out);
 }
 
 void scatter_rows(const float* src, const int32_t* index, int rows, int dim, float* dst, void* stream) {
   if (rows == 0) return;
-  scatter_rows_kernel<<<rows, kThreads, 0, as_runtime(stream)>>>(src, index, dim, dst);
-  check_launch("scatter_rows");
+  launch_kernel("scatter_rows", scatter_rows_kernel, dim3(rows), dim3(kThreads), 0, stream, src, index, dim, dst);
 }
 
 }  // namespace fs::cuda::kernels

@@ -1,0 +1,52 @@
+#pragma once
+// Kernel launches through the driver table: a kernel's handle is the runtime's registration of this library's code
+// (cudaGetFuncBySymbol); setting its attributes and launching it go through cuda::driver() like every other driver
+// call, so failures are reported the same way and a fake table sees them.
+#include <cuda_runtime.h>
+
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "backends/cuda/host/module.h"
+#include "core/error.h"
+
+namespace fs::cuda::kernels {
+
+// The driver handle (a CUfunction) of a kernel compiled into this library; throws fs::Error naming `what`.
+inline void* kernel_function(const void* kernel, const char* what) {
+  cudaFunction_t fn = nullptr;
+  const cudaError_t e = cudaGetFuncBySymbol(&fn, kernel);
+  if (e != cudaSuccess || !fn) {
+    cudaGetLastError();
+    throw Error(std::string("CUDA kernel ") + what + " has no driver handle: " + cudaGetErrorString(e));
+  }
+  return static_cast<void*>(fn);
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory; `prefer_shared` also asks for the largest shared carveout.
+template <typename... Params>
+void allow_shared_memory(void (*kernel)(Params...), unsigned bytes, const char* what, bool prefer_shared = false) {
+  void* fn = kernel_function(reinterpret_cast<const void*>(kernel), what);
+  set_function_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes), what);
+  if (prefer_shared) set_function_attribute(fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100, what);
+}
+
+// Queues kernel(args...) on `stream` with the given grid, block and dynamic shared memory (cuLaunchKernel).
+template <typename... Params, typename... Args>
+void launch_kernel(const char* what, void (*kernel)(Params...), dim3 grid, dim3 block, unsigned shared_bytes,
+                   void* stream, Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "one argument per kernel parameter");
+  std::tuple<std::decay_t<Params>...> values(std::forward<Args>(args)...);
+  std::apply(
+      [&](auto&... v) {
+        void* params[sizeof...(Params) + 1] = {static_cast<void*>(&v)..., nullptr};
+        launch_opaque(kernel_function(reinterpret_cast<const void*>(kernel), what),
+                      LaunchShape{grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes}, stream, params,
+                      what);
+      },
+      values);
+}
+
+}  // namespace fs::cuda::kernels
