@@ -1,11 +1,9 @@
 // The reused pinned stage of image uploads.
 #include "backends/cuda/host/image_stage.h"
 
-#include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include "backends/cuda/host/check.h"
 #include "core/dtype.h"
 #include "core/error.h"
 
@@ -34,39 +32,7 @@ void check_order(const ImageRows& im) {
 
 ImageStage::ImageStage(PinnedBudget& budget, std::size_t max_rows, std::size_t row_elems, std::size_t meta_bytes,
                        const std::string& what)
-    : buffer_(budget, image_bytes(max_rows, row_elems) + meta_bytes, what), max_rows_(max_rows), row_elems_(row_elems) {}
-
-ImageStage::~ImageStage() {
-  try {
-    wait_for_stage();
-  } catch (...) {
-    // The driver already failed; freeing the stage is all that is left to do.
-  }
-}
-
-void ImageStage::wait_for_stage() {
-  if (guard_ == Guard::kEvent) {
-    FS_CU(event_synchronize, event_.handle());
-    ++waits_;
-  } else if (guard_ == Guard::kStream) {
-    FS_CU(stream_synchronize, guarded_stream_);
-    ++waits_;
-  }
-  guard_ = Guard::kIdle;
-}
-
-void ImageStage::wait_idle() { wait_for_stage(); }
-
-// Until the event after the copies is recorded, only a whole-stream wait guards the stage.
-void ImageStage::guard_stream(CUstream stream) {
-  guard_ = Guard::kStream;
-  guarded_stream_ = stream;
-}
-
-void ImageStage::record(CUstream stream) {
-  FS_CU(event_record, event_.handle(), stream);
-  guard_ = Guard::kEvent;
-}
+    : stage_(budget, image_bytes(max_rows, row_elems) + meta_bytes, what), max_rows_(max_rows), row_elems_(row_elems) {}
 
 void ImageStage::upload_image(const ImageRows& im, CUdeviceptr pixels_dst, const void* meta, std::size_t meta_bytes,
                               CUdeviceptr meta_dst, CUstream stream) {
@@ -77,12 +43,11 @@ void ImageStage::upload_image(const ImageRows& im, CUdeviceptr pixels_dst, const
     throw Error("image of " + std::to_string(im.rows) + " patches is larger than the " + std::to_string(max_rows_) +
                 " patches the upload stage was reserved for");
   const std::size_t pixels = image_bytes(im.rows, im.row_elems);
-  if (pixels + meta_bytes > buffer_.size())
+  if (pixels + meta_bytes > stage_.capacity())
     throw Error("image pass of " + std::to_string(pixels + meta_bytes) + " bytes does not fit the " +
-                std::to_string(buffer_.size()) + "-byte upload stage");
+                std::to_string(stage_.capacity()) + "-byte upload stage");
   check_order(im);
-  wait_for_stage();
-  auto* stage = static_cast<std::uint16_t*>(buffer_.data());
+  auto* stage = static_cast<std::uint16_t*>(stage_.acquire());
   const std::size_t groups = im.rows / im.group_rows, group_elems = im.group_rows * im.row_elems;
   for (std::size_t slot = 0; slot < groups; ++slot) {
     const std::size_t g = im.group_order.empty() ? slot : std::size_t(im.group_order[slot]);
@@ -90,26 +55,10 @@ void ImageStage::upload_image(const ImageRows& im, CUdeviceptr pixels_dst, const
     std::uint16_t* to = stage + slot * group_elems;
     for (std::size_t i = 0; i < group_elems; ++i) to[i] = f32_to_bf16(from[i]);
   }
-  unsigned char* meta_stage = static_cast<unsigned char*>(buffer_.data()) + pixels;
-  if (meta_bytes) std::memcpy(meta_stage, meta, meta_bytes);
-  guard_stream(stream);
-  FS_CU(memcpy_htod_async, pixels_dst, buffer_.data(), pixels, stream);
-  if (meta_bytes) FS_CU(memcpy_htod_async, meta_dst, meta_stage, meta_bytes, stream);
-  record(stream);
+  if (meta_bytes) std::memcpy(reinterpret_cast<unsigned char*>(stage) + pixels, meta, meta_bytes);
+  const PinnedStage::Part parts[] = {{pixels_dst, 0, pixels}, {meta_dst, pixels, meta_bytes}};
+  stage_.send(parts, stream);
   ++images_;
-}
-
-void ImageStage::upload_bytes(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream) {
-  const auto* from = static_cast<const unsigned char*>(src);
-  for (std::size_t offset = 0; offset < bytes;) {
-    const std::size_t piece = std::min(bytes - offset, buffer_.size());
-    wait_for_stage();
-    std::memcpy(buffer_.data(), from + offset, piece);
-    guard_stream(stream);
-    FS_CU(memcpy_htod_async, dst + offset, buffer_.data(), piece, stream);
-    record(stream);
-    offset += piece;
-  }
 }
 
 }  // namespace fs::cuda

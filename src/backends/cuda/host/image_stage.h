@@ -9,8 +9,7 @@
 #include <string>
 
 #include "backends/cuda/host/driver_types.h"
-#include "backends/cuda/host/pinned_memory.h"
-#include "backends/cuda/host/stream.h"
+#include "backends/cuda/host/pinned_stage.h"
 
 namespace fs::cuda {
 
@@ -28,8 +27,6 @@ class ImageStage {
   // Reserves `max_rows` × `row_elems` bf16 values plus `meta_bytes` of pinned memory in `budget` (one allocation).
   ImageStage(PinnedBudget& budget, std::size_t max_rows, std::size_t row_elems, std::size_t meta_bytes,
              const std::string& what = "image upload stage");
-  // Waits for a copy still reading the stage before it is freed.
-  ~ImageStage();
   ImageStage(const ImageStage&) = delete;
   ImageStage& operator=(const ImageStage&) = delete;
 
@@ -39,29 +36,22 @@ class ImageStage {
   void upload_image(const ImageRows& image, CUdeviceptr pixels_dst, const void* meta, std::size_t meta_bytes,
                     CUdeviceptr meta_dst, CUstream stream);
   // Copies arbitrary bytes through the stage in stage-sized pieces (weights at load time).
-  void upload_bytes(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream);
+  void upload_bytes(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream) {
+    stage_.upload(dst, src, bytes, stream);
+  }
   // Blocks until the last copy out of the stage has finished.
-  void wait_idle();
+  void wait_idle() { stage_.wait_idle(); }
 
-  std::size_t capacity() const { return buffer_.size(); }
+  std::size_t capacity() const { return stage_.capacity(); }
   std::size_t max_rows() const { return max_rows_; }
   std::uint64_t images_uploaded() const { return images_; }
-  std::uint64_t waits() const { return waits_; }  // times a refill waited on the previous copy's event
+  std::uint64_t waits() const { return stage_.waits(); }  // times a refill waited on the previous copy
 
  private:
-  enum class Guard { kIdle, kEvent, kStream };
-  void wait_for_stage();
-  void guard_stream(CUstream stream);
-  void record(CUstream stream);
-
-  PinnedBuffer buffer_;
-  Event event_;
+  PinnedStage stage_;  // waits for its previous copy before each refill, and before it is freed
   std::size_t max_rows_;
   std::size_t row_elems_;
-  Guard guard_ = Guard::kIdle;
-  CUstream guarded_stream_ = nullptr;
   std::uint64_t images_ = 0;
-  std::uint64_t waits_ = 0;
 };
 
 }  // namespace fs::cuda

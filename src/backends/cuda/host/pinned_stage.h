@@ -4,6 +4,7 @@
 // asynchronously on the caller's stream; an upload larger than the stage goes in stage-sized pieces.
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "backends/cuda/host/driver_types.h"
@@ -24,6 +25,15 @@ class PinnedStage {
   // Copies `bytes` from host `src` to device `dst`, queued on `stream`. Returns once the last piece is queued;
   // `src` may be reused at once. On failure throws fs::Error and the stage stays usable.
   void upload(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream);
+  // For callers that write the stage themselves: waits for the last copy out of it and returns it to fill.
+  void* acquire();
+  // One filled part of the stage and where it goes.
+  struct Part {
+    CUdeviceptr dst = 0;
+    std::size_t offset = 0, bytes = 0;
+  };
+  // Queues the copies of filled parts on `stream`, then records the event the next acquire() waits on.
+  void send(std::span<const Part> parts, CUstream stream);
   // Blocks until the last copy out of the stage has finished.
   void wait_idle();
   // Recorded after the last queued copy: other streams may wait on it (cuStreamWaitEvent).
@@ -31,6 +41,7 @@ class PinnedStage {
 
   std::size_t capacity() const { return buffer_.size(); }
   std::uint64_t pieces_copied() const { return pieces_copied_; }
+  std::uint64_t waits() const { return waits_; }  // times a reuse waited on the previous copy
 
  private:
   // What guards the stage against overwrite: nothing queued, an event after the last copy, or (when recording
@@ -44,6 +55,7 @@ class PinnedStage {
   Guard guard_ = Guard::kIdle;
   CUstream guarded_stream_ = nullptr;
   std::uint64_t pieces_copied_ = 0;
+  std::uint64_t waits_ = 0;
 };
 
 }  // namespace fs::cuda
