@@ -361,14 +361,21 @@ class CudaModel final : public Model {
     for (int bucket : cuda::kDecodeBuckets) {
       if (!graphs_on_) break;
       Plan p;
-      cuda::pad_decode_rows(p, bucket, dummy_page_, page_tokens_);
-      const cuda::MetaLayout L = cuda::meta_layout(p.rows, int(p.logits.size()), config_.head_dim / 2, kSampleWords);
-      const std::vector<uint32_t> block = meta_block(p, L, {});
-      const Scratch& s = decode_scratch();
-      stage_.upload(s.meta, block.data(), block.size() * 4, st);
-      launch_decode(bucket, s, L, st);
+      run_decode_round(p, bucket, {}, st);
     }
     stream_.synchronize();
+  }
+
+  // Pads a decode round to `bucket` rows, uploads its metadata into the fixed buffers and replays (or first
+  // captures) the bucket's graph; returns the scratch holding its ids and logits.
+  const Scratch& run_decode_round(Plan& p, int bucket, std::span<const RowSampling> rows, cuda::CUstream st) {
+    cuda::pad_decode_rows(p, bucket, dummy_page_, page_tokens_);
+    const cuda::MetaLayout L = cuda::meta_layout(p.rows, int(p.logits.size()), config_.head_dim / 2, kSampleWords);
+    const std::vector<uint32_t> block = meta_block(p, L, rows);
+    const Scratch& s = decode_scratch();
+    stage_.upload(s.meta, block.data(), block.size() * 4, st);
+    launch_decode(bucket, s, L, st);
+    return s;
   }
 
   // Replays the bucket's graph; its first round runs eagerly (loading kernels, setting their attributes) and is then
@@ -411,15 +418,14 @@ class CudaModel final : public Model {
     Scratch eager{};
     const Scratch* sp = &eager;
     if (graph) {
-      cuda::pad_decode_rows(p, bucket, dummy_page_, page_tokens_);
-      sp = &decode_scratch();
+      sp = &run_decode_round(p, bucket, rows, st);
+    } else {
+      const cuda::MetaLayout L = cuda::meta_layout(T, R, c.head_dim / 2, kSampleWords);
+      const std::vector<uint32_t> block = meta_block(p, L, rows);
+      eager = scratch(T, R, block.size() * 4);
+      stage_.upload(eager.meta, block.data(), block.size() * 4, st);
+      enqueue(eager, L, T, R, any_device, &p, states, st);
     }
-    const cuda::MetaLayout L = cuda::meta_layout(p.rows, int(p.logits.size()), c.head_dim / 2, kSampleWords);
-    const std::vector<uint32_t> block = meta_block(p, L, rows);
-    if (!graph) eager = scratch(T, R, block.size() * 4);
-    stage_.upload(sp->meta, block.data(), block.size() * 4, st);
-    if (graph) launch_decode(bucket, *sp, L, st);
-    else enqueue(*sp, L, T, R, any_device, &p, states, st);
     if (R == 0) {
       stream_.synchronize();
       return out;
