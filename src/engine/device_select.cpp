@@ -3,13 +3,11 @@
 #include "io/safetensors.h"
 #include "models/model.h"
 
-namespace fs {
-
-// Defined by the CUDA backend when it is compiled in.
 #ifdef FOLDSERVE_WITH_CUDA
-bool cuda_device_available();
-std::unique_ptr<Model> create_cuda_model(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint);
+#include "backends/cuda/kernels/cuda_model.h"
 #endif
+
+namespace fs {
 
 bool cuda_backend_available() {
 #ifdef FOLDSERVE_WITH_CUDA

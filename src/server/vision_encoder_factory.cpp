@@ -1,16 +1,11 @@
 // Picks the vision encoder's device: the CPU tower, or the CUDA tower when the build has it.
 #include "core/error.h"
+#include "models/model.h"
 #include "vision/vision_encoder.h"
 
 #ifdef FOLDSERVE_WITH_CUDA
 #include "backends/cuda/kernels/vision_tower_cuda.h"
 #endif
-
-namespace fs {
-#ifdef FOLDSERVE_WITH_CUDA
-bool cuda_device_available();
-#endif
-}  // namespace fs
 
 namespace fs::vision {
 
@@ -21,7 +16,7 @@ std::unique_ptr<VisionEncoder> create_vision_encoder(const VisionTowerConfig& co
   if (device != "auto" && device != "cpu" && device != "cuda")
     throw Error("vision device must be auto, cpu or cuda (got '" + device + "')");
 #ifdef FOLDSERVE_WITH_CUDA
-  if (device == "cuda" || (device == "auto" && cuda_device_available()))
+  if (device == "cuda" || (device == "auto" && cuda_backend_available()))
     return cuda::create_cuda_vision_encoder(config, std::move(checkpoint), options);
 #else
   if (device == "cuda") throw Error("this build has no CUDA backend for the vision tower");
