@@ -5,16 +5,17 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "io/hub_cache.h"
 #include "text/tokenizer.h"
 
 namespace fs::cli {
 namespace {
 
 int run_detokenize(const std::vector<std::string>& argv) {
-  Args args(argv, {"ids"}, {"skip-special"});
+  Args args(argv, {"ids", "revision"}, {"skip-special"});
   if (args.positionals().size() != 1 || !args.get("ids"))
     throw Error("usage: foldserve detokenize MODEL_DIR --ids 1,2,3 [--skip-special]");
-  auto tok = Tokenizer::load(args.positionals()[0]);
+  auto tok = Tokenizer::load(resolve_model_location(args.positionals()[0], args.get_or("revision", "")));
   auto ids = parse_id_list(*args.get("ids"));
   for (int32_t id : ids)
     if (id >= tok->vocab_size())

@@ -38,8 +38,7 @@ int run(const std::vector<std::string>& argv) {
   Args args(argv, with_model_flags({"prompt", "ids", "max-tokens", "temperature", "seed", "top-p", "top-k", "min-p",
                                     "dump-logits", "system"}),
             {"chat", "json"});
-  if (args.positionals().size() > 1) throw Error("expected at most one MODEL_DIR");
-  std::filesystem::path dir = args.positionals().empty() ? "" : args.positionals()[0];
+  std::filesystem::path dir = model_dir_from_args(args);
   auto m = load_model(dir, {}, check_device(args));
   SamplingParams sampling = sampling_from_args(args, m->generation);
   const int max_tokens = int(args.get_int("max-tokens", 256));

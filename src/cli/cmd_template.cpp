@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "io/hub_cache.h"
 #include "text/chat_template.h"
 
 namespace fs::cli {
@@ -24,11 +25,11 @@ ojson parse_json(const std::string& text, const std::string& what) {
 }
 
 int run_template(const std::vector<std::string>& argv) {
-  Args args(argv, {"messages", "tools", "kwargs"}, {"no-generation-prompt"});
+  Args args(argv, {"messages", "tools", "kwargs", "revision"}, {"no-generation-prompt"});
   if (args.positionals().size() != 1 || !args.has("messages"))
     throw Error("usage: foldserve template MODEL_DIR --messages FILE.json [--tools FILE.json] [--kwargs JSON] "
                 "[--no-generation-prompt]");
-  std::filesystem::path dir = args.positionals()[0];
+  std::filesystem::path dir = resolve_model_location(args.positionals()[0], args.get_or("revision", ""));
   if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + ": not a directory");
   auto tmpl = ChatTemplate::load(dir);
   if (!tmpl) throw Error(dir.string() + ": no chat template (chat_template.jinja, chat_template.json or "

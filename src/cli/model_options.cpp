@@ -3,12 +3,19 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "io/hub_cache.h"
 
 namespace fs::cli {
 
 std::set<std::string> with_model_flags(std::set<std::string> own) {
-  for (const char* f : {"device", "context", "parallel", "prefill-chunk", "round-tokens", "threads"}) own.insert(f);
+  for (const char* f : {"device", "context", "parallel", "prefill-chunk", "round-tokens", "threads", "revision"})
+    own.insert(f);
   return own;
+}
+
+std::filesystem::path model_dir_from_args(const Args& args) {
+  if (args.positionals().size() > 1) throw Error("expected at most one MODEL_DIR");
+  return resolve_model_location(args.positionals().empty() ? "" : args.positionals()[0], args.get_or("revision", ""));
 }
 
 std::string check_device(const Args& args) {

@@ -1,5 +1,6 @@
 #pragma once
 // Flags shared by the commands that load and run a model (run, serve, bench).
+#include <filesystem>
 #include <set>
 #include <string>
 
@@ -9,8 +10,12 @@
 
 namespace fs::cli {
 
-// Adds the shared engine flags (--device, --context, --parallel, --prefill-chunk, --round-tokens, --threads) to `own`.
+// Adds the shared engine flags (--device, --context, --parallel, --prefill-chunk, --round-tokens, --threads) and
+// --revision to `own`.
 std::set<std::string> with_model_flags(std::set<std::string> own);
+// The model folder from the one optional positional (a folder, or ORG/NAME in the Hugging Face cache) and
+// --revision; empty when none is given (the built-in model).
+std::filesystem::path model_dir_from_args(const Args& args);
 // Validates --device (and applies --threads); returns the device name.
 std::string check_device(const Args& args);
 EngineOptions engine_options_from_args(const Args& args, int default_parallel);
