@@ -11,6 +11,7 @@ packages=(
   libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libwebp-dev libcurl4-openssl-dev
   python3 python3-jinja2
   clang libclang-rt-14-dev
+  chromium
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -22,8 +23,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# The end-to-end tests drive the server with the official openai npm package.
+# The end-to-end tests drive the server with the official openai npm package, and the chat page with
+# playwright-core in the chromium above.
 root="$(cd "$(dirname "$0")/.." && pwd)"
-if [ ! -d "$root/tests/server/e2e/node_modules/openai" ]; then
+if [ ! -d "$root/tests/server/e2e/node_modules/openai" ] || [ ! -d "$root/tests/server/e2e/node_modules/playwright-core" ]; then
   npm ci --prefix "$root/tests/server/e2e" --no-audit --no-fund --loglevel=error
 fi
