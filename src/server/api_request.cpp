@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "server/json_shape.h"
+
 namespace fs::server {
 namespace {
 
@@ -13,6 +15,7 @@ using json = nlohmann::ordered_json;
 }
 
 json parse_body(std::string_view body) {
+  if (auto why = json_shape_violation(body)) fail("", *why);
   json j = json::parse(body.begin(), body.end(), nullptr, false);
   if (j.is_discarded()) fail("", "the request body is not valid JSON");
   if (!j.is_object()) fail("", "the request body must be a JSON object");

@@ -1,5 +1,7 @@
 #include "server/reply_splitter.h"
 
+#include "server/json_shape.h"
+
 #include <nlohmann/json.hpp>
 
 namespace fs::server {
@@ -76,7 +78,8 @@ void ReplySplitter::emit(ReplyDelta& out, std::string_view text) {
 void ReplySplitter::close_tool(ReplyDelta& out) {
   mode_ = Mode::Content;
   std::string_view body = trim(tool_text_);
-  auto j = nlohmann::json::parse(body.begin(), body.end(), nullptr, false);
+  // A call nested beyond the body limits stays text.
+  auto j = json_shape_violation(body) ? nlohmann::json() : nlohmann::json::parse(body.begin(), body.end(), nullptr, false);
   const nlohmann::json* args = nullptr;
   if (j.is_object()) {
     if (j.contains("arguments")) args = &j["arguments"];
