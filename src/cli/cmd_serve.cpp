@@ -1,6 +1,7 @@
 // foldserve serve: the OpenAI-compatible HTTP server over one model (the built-in fortune-demo by default).
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <thread>
@@ -65,7 +66,9 @@ int serve(const std::vector<std::string>& argv) {
             with_model_flags({"host", "port", "api-key", "api-key-file", "request-log", "served-model-name",
                               "max-body-bytes", "queue-limit", "max-n", "prompt-cache-gib",
                               "prompt-cache-host-gib", "memory-gib", "media-domains", "max-image-bytes",
-                              "max-image-pixels", "max-images", "media-timeout-ms"}),
+                              "max-image-pixels", "max-images", "media-timeout-ms", "drain-seconds",
+                              "max-connections", "max-connections-per-client", "header-timeout-ms",
+                              "body-timeout-ms"}),
             {"vision", "vision-host", "media-allow-local"});
   if (args.positionals().size() > 1) throw Error("expected at most one MODEL_DIR");
   std::filesystem::path dir = args.positionals().empty() ? "" : args.positionals()[0];
@@ -85,6 +88,17 @@ int serve(const std::vector<std::string>& argv) {
   long long body = args.get_int("max-body-bytes", (long long)o.max_body_bytes);
   if (body < 1024) throw Error("--max-body-bytes must be at least 1024");
   o.max_body_bytes = size_t(body);
+  o.drain_seconds = int(args.get_int("drain-seconds", o.drain_seconds));
+  if (o.drain_seconds < 0) throw Error("--drain-seconds must be ≥ 0");
+  o.max_connections = int(args.get_int("max-connections", o.max_connections));
+  o.max_connections_per_client = int(args.get_int("max-connections-per-client", o.max_connections_per_client));
+  if (o.max_connections < 16 || o.max_connections_per_client < 1)
+    throw Error("--max-connections must be at least 16 and --max-connections-per-client at least 1");
+  const long long header_ms = args.get_int("header-timeout-ms", o.header_timeout.count());
+  const long long body_ms = args.get_int("body-timeout-ms", o.body_timeout.count());
+  if (header_ms < 100 || body_ms < 100) throw Error("--header-timeout-ms and --body-timeout-ms must be at least 100");
+  o.header_timeout = std::chrono::milliseconds(header_ms);
+  o.body_timeout = std::chrono::milliseconds(body_ms);
   o.max_n = int(args.get_int("max-n", o.max_n));
   if (o.max_n < 1) throw Error("--max-n must be at least 1");
   o.api_keys = args.all("api-key");
@@ -115,7 +129,8 @@ int serve(const std::vector<std::string>& argv) {
   };
   o.served_model_name = args.get_or("served-model-name", "");
 
-  // SIGINT/SIGTERM are taken by a waiting thread (not a handler), which stops the server cleanly.
+  // SIGINT/SIGTERM are taken by a waiting thread (not a handler), which drains the server; a second one stops it
+  // at once.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -125,10 +140,19 @@ int serve(const std::vector<std::string>& argv) {
 
   server::Server srv(o);
   srv.bind();
+  static std::atomic<int> draining{0};  // 1 while a drain runs, 2 once it is done
   std::thread waiter([&srv, signals] {
     int sig = 0;
     sigwait(&signals, &sig);
-    if (sig == SIGINT || sig == SIGTERM) srv.stop();
+    draining = 1;
+    std::fprintf(stderr, "foldserve: draining (a second signal stops at once)\n");
+    std::thread([&srv, signals] {
+      int again = 0;
+      sigwait(&signals, &again);
+      if (draining.load() == 1) srv.stop();
+    }).detach();
+    srv.drain();
+    draining = 2;
   });
   waiter.detach();
   auto progress = terminal_progress();
@@ -144,6 +168,7 @@ int serve(const std::vector<std::string>& argv) {
               std::printf("foldserve: serving on %s (OpenAI API at %s/v1)\n", url.c_str(), url.c_str());
               std::fflush(stdout);
             });
+  while (draining.load() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   return 0;
 }
 

@@ -152,6 +152,7 @@ struct Reply {
           content = a == std::string::npos ? "" : content.substr(a, b - a + 1);
         }
         msg["content"] = content.empty() && !calls.empty() ? json(nullptr) : json(content);
+        msg["refusal"] = nullptr;
         if (!reasoning.empty()) msg["reasoning_content"] = reasoning;
         if (!calls.empty()) msg["tool_calls"] = tool_calls_json(calls, 0, false);
         item["message"] = msg;
@@ -173,25 +174,26 @@ struct Reply {
 };
 
 // Streams the reply's events as SSE; the run is cancelled as soon as a write fails (the client left).
-void stream_reply(Server::State& s, httplib::Response& res, std::shared_ptr<Reply> reply) {
+void stream_reply(Server::State& s, http::Response& res, std::shared_ptr<Reply> reply) {
   s.metrics.stream_started();
   struct Progress {
     bool started = false, complete = false;
     Clock::time_point last_write = Clock::now();
   };
   auto progress = std::make_shared<Progress>();
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
+  res.set_header("cache-control", "no-cache");
+  res.set_header("x-accel-buffering", "no");
+  res.set_stream(
       "text/event-stream",
-      [&s, reply, progress](size_t, httplib::DataSink& sink) {
+      [&s, reply, progress](http::ChunkSink& sink) {
+        if (s.abort_streams.load()) reply->run->cancel();
         std::string out;
         if (!progress->started) {
           progress->started = true;
           if (reply->chat) {
             json roles = json::array();
             for (size_t i = 0; i < reply->choices.size(); ++i)
-              roles.push_back({{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+              roles.push_back({{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}}}, {"logprobs", nullptr},
                                {"finish_reason", nullptr}});
             out += sse_event(reply->chunk(roles));
           }
@@ -211,7 +213,7 @@ void stream_reply(Server::State& s, httplib::Response& res, std::shared_ptr<Repl
         }
         if (out.empty() && Clock::now() - progress->last_write > std::chrono::seconds(1)) out = sse_heartbeat();
         if (!out.empty()) {
-          if (!sink.write(out.data(), out.size())) {
+          if (!sink.write(out)) {
             reply->run->cancel();
             reply->trace(current_trace());
             current_trace().details["client_gone"] = true;
@@ -225,11 +227,12 @@ void stream_reply(Server::State& s, httplib::Response& res, std::shared_ptr<Repl
       [&s, reply](bool) {
         reply->run->cancel();
         s.metrics.stream_ended();
+        --s.generating;
       });
 }
 
 // Builds the choices (n per prompt; choice i of a seeded request gets seed + i) and runs them.
-void generate(Server::State& s, const httplib::Request& req, httplib::Response& res, std::shared_ptr<Reply> reply,
+void generate(Server::State& s, const http::Request& req, http::Response& res, std::shared_ptr<Reply> reply,
               const std::vector<std::vector<int32_t>>& prompts, const GenerationFields& gen,
               const std::string& prompt_param, const PromptExtras& extras = {}) {
   LoadedModel& m = *s.model;
@@ -261,11 +264,16 @@ void generate(Server::State& s, const httplib::Request& req, httplib::Response& 
   GenerationRun::Context ctx{*s.engine, *m.tokenizer, eos, &s.metrics};
   reply->run = GenerationRun::start(ctx, std::move(specs), current_trace().start, prompt_param);
   current_trace().id = reply->id;
-  if (gen.stream) return stream_reply(s, res, reply);
+  if (gen.stream) {
+    ++s.generating;
+    return stream_reply(s, res, reply);
+  }
 
   s.metrics.stream_started();
-  while (!reply->run->finished())
-    for (const RunEvent& ev : reply->run->wait(std::chrono::milliseconds(500))) reply->gather(ev);
+  while (!reply->run->finished()) {
+    if (s.abort_streams.load()) reply->run->cancel();
+    for (const RunEvent& ev : reply->run->wait(std::chrono::milliseconds(250))) reply->gather(ev);
+  }
   s.metrics.stream_ended();
   reply->trace(current_trace());
   if (!reply->error.empty()) return s.answer_error(res, server_error("generation failed: " + reply->error));
@@ -289,7 +297,7 @@ ParseLimits limits_for(const Server::State& s) {
   return l;
 }
 
-void chat_completions(Server::State& s, const httplib::Request& req, httplib::Response& res) {
+void chat_completions(Server::State& s, const http::Request& req, http::Response& res) {
   auto parsed = parse_chat_request(req.body, limits_for(s));
   if (auto* e = std::get_if<ApiError>(&parsed)) return s.answer_error(res, *e);
   ChatRequest& r = std::get<ChatRequest>(parsed);
@@ -330,7 +338,7 @@ void chat_completions(Server::State& s, const httplib::Request& req, httplib::Re
   generate(s, req, res, reply, prompts, r.gen, "messages", extras);
 }
 
-void completions(Server::State& s, const httplib::Request& req, httplib::Response& res) {
+void completions(Server::State& s, const http::Request& req, http::Response& res) {
   auto parsed = parse_completion_request(req.body, limits_for(s));
   if (auto* e = std::get_if<ApiError>(&parsed)) return s.answer_error(res, *e);
   CompletionRequest& r = std::get<CompletionRequest>(parsed);
@@ -349,25 +357,26 @@ void completions(Server::State& s, const httplib::Request& req, httplib::Respons
   generate(s, req, res, reply, prompts, r.gen, "prompt");
 }
 
-// Wraps a generation route: key and readiness checks, its metric label, and ApiExceptions answered.
-httplib::Server::Handler route(Server::State& s, const char* label,
-                               void (*fn)(Server::State&, const httplib::Request&, httplib::Response&)) {
-  return [&s, label, fn](const httplib::Request& req, httplib::Response& res) {
+// Wraps a generation route: its metric label, the count of requests being answered, ApiExceptions answered.
+http::Handler route(Server::State& s, const char* label,
+                    void (*fn)(Server::State&, const http::Request&, http::Response&)) {
+  return [&s, label, fn](const http::Request& req, http::Response& res) {
     current_trace().route = label;
-    if (!s.admit(req, res)) return;
+    ++s.generating;
     try {
       fn(s, req, res);
     } catch (const ApiException& e) {
       s.answer_error(res, e.error);
     }
+    --s.generating;
   };
 }
 
 }  // namespace
 
 void add_completion_routes(Server::State& s) {
-  s.http.Post("/v1/chat/completions", route(s, "/v1/chat/completions", chat_completions));
-  s.http.Post("/v1/completions", route(s, "/v1/completions", completions));
+  s.http.route("POST", "/v1/chat/completions", route(s, "/v1/chat/completions", chat_completions));
+  s.http.route("POST", "/v1/completions", route(s, "/v1/completions", completions));
 }
 
 }  // namespace fs::server

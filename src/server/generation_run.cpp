@@ -117,7 +117,10 @@ void GenerationRun::on_done(int choice, const GenerationResult& result) {
   if (!s.stop.stopped()) ev.text += s.stop.flush();
   ev.done = true;
   ev.result = result;
-  ev.finish_reason = (result.reason == FinishReason::Length && !s.stopped) ? "length" : "stop";
+  ev.finish_reason = s.stopped                                  ? "stop"
+                     : result.reason == FinishReason::Length    ? "length"
+                     : result.reason == FinishReason::Cancelled ? "abort"
+                                                                : "stop";
   if (metrics_) metrics_->add_tokens(result.prompt_tokens, result.completion_tokens, result.cached_tokens);
   push(std::move(ev));
 }

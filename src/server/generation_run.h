@@ -51,7 +51,7 @@ struct RunEvent {
   std::vector<TokenLogprob> logprobs;
   bool done = false;
   GenerationResult result;     // when done
-  std::string finish_reason;   // "stop" or "length" when done
+  std::string finish_reason;   // "stop", "length" or "abort" (cancelled) when done
 };
 
 using Clock = std::chrono::steady_clock;

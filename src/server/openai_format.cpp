@@ -40,7 +40,7 @@ json chat_logprobs_json(const std::vector<TokenLogprob>& tokens) {
     for (const auto& [tok, lp] : t.top) top.push_back({{"token", tok}, {"logprob", lp}, {"bytes", token_bytes(tok)}});
     content.push_back({{"token", t.token}, {"logprob", t.logprob}, {"bytes", token_bytes(t.token)}, {"top_logprobs", top}});
   }
-  return {{"content", content}};
+  return {{"content", content}, {"refusal", nullptr}};
 }
 
 json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, size_t text_offset) {

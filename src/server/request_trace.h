@@ -1,6 +1,6 @@
 #pragma once
 // What is known about the request a worker thread is answering: set when it arrives, filled in by the routes,
-// read when the response has been written (httplib runs all three on the same thread).
+// read when the response has been written (all three on the thread that answers it).
 #include <chrono>
 #include <string>
 

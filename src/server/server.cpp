@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "server/chat_page.h"
 #include "server/image_input.h"
 #include "server/openai_format.h"
 #include "server/request_trace.h"
@@ -30,23 +31,52 @@ void begin_trace() {
 
 namespace {
 
-std::string route_label(const httplib::Request& req) {
-  static const char* known[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"};
+std::string route_label(const http::Request& req) {
+  static const char* known[] = {"/", "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"};
   for (const char* k : known)
     if (req.path == k) return k;
   if (req.path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
 }
 
+http::ServerLimits http_limits(const ServerOptions& o) {
+  http::ServerLimits l;
+  l.parser.max_body_bytes = o.max_body_bytes;
+  l.head_timeout = o.header_timeout;
+  l.body_timeout = o.body_timeout;
+  l.max_connections = o.max_connections;
+  l.max_connections_per_client = o.max_connections_per_client;
+  // Streams hold a worker each: room for every admitted and queued stream, plus some for short requests.
+  l.workers = std::clamp(o.engine.parallel + o.engine.queue_limit + 8, 8, 1024);
+  return l;
+}
+
+// The error a route's own failures and the HTTP layer's refusals share.
+ApiError http_error(int status, const std::string& message, size_t max_body) {
+  switch (status) {
+    case 404: return not_found(message);
+    case 413: return too_large(max_body);
+    case 408: return ApiError{408, message, "invalid_request_error", "", "request_timeout"};
+    case 500: return server_error(message);
+    default: return ApiError{status, message, "invalid_request_error", "", ""};
+  }
+}
+
 }  // namespace
 
-Server::State::State(ServerOptions o) : options(std::move(o)), keys(options.api_keys) {
+Server::State::State(ServerOptions o) : options(std::move(o)), keys(options.api_keys), http(http_limits(options)) {
   if (!options.request_log.empty()) log = std::make_unique<RequestLog>(options.request_log);
 }
 
-bool Server::State::admit(const httplib::Request& req, httplib::Response& res) {
-  if (!keys.allows(req.get_header_value("Authorization"), req.get_header_value("x-api-key"))) {
+bool Server::State::admit(const http::Request& req, http::Response& res) {
+  if (req.path == "/health" || req.path == "/") return true;
+  if (!keys.allows(std::string(req.header("authorization")), std::string(req.header("x-api-key")))) {
     answer_error(res, unauthorized());
+    return false;
+  }
+  if (req.path == "/metrics") return true;
+  if (draining.load()) {
+    answer_error(res, ApiError{503, "the server is shutting down", "server_error", "", "draining"});
     return false;
   }
   if (!ready.load()) {
@@ -56,13 +86,14 @@ bool Server::State::admit(const httplib::Request& req, httplib::Response& res) {
   return true;
 }
 
-void Server::State::answer_error(httplib::Response& res, const ApiError& e) {
+void Server::State::answer_error(http::Response& res, const ApiError& e) {
   res.status = e.status;
   res.set_content(e.body(), "application/json");
+  if (e.status == 429 || e.status == 503) res.set_header("retry-after", "1");
   current_trace().details["error"] = e.message;
 }
 
-void Server::State::answer_json(httplib::Response& res, const json& body) {
+void Server::State::answer_json(http::Response& res, const json& body) {
   res.status = 200;
   res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
@@ -70,93 +101,69 @@ void Server::State::answer_json(httplib::Response& res, const json& body) {
 Server::Server(ServerOptions options) : state_(std::make_unique<State>(std::move(options))) {
   State& s = *state_;
   auto& http = s.http;
-  size_t threads = size_t(std::clamp(s.options.engine.parallel + s.options.engine.queue_limit + 8, 8, 512));
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http.set_payload_max_length(s.options.max_body_bytes);
-  http.set_keep_alive_max_count(1000);
-  http.set_read_timeout(30, 0);
-  http.set_write_timeout(30, 0);
 
-  http.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
-    begin_trace();
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  // Bodies for errors httplib answers itself (unknown route, body too large, malformed request).
-  http.set_error_handler(httplib::Server::HandlerWithResponse([&s](const httplib::Request& req,
-                                                                   httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    ApiError e = res.status == 404   ? not_found("no route " + req.method + " " + req.path)
-                 : res.status == 413 ? too_large(s.options.max_body_bytes)
-                 : res.status == 405 ? ApiError{405, "method not allowed", "invalid_request_error", "", ""}
-                                     : ApiError{res.status, "malformed HTTP request", "invalid_request_error", "", ""};
-    res.set_content(e.body(), "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  http.set_exception_handler([&s](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unexpected error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    s.answer_error(res, server_error(what));
+  http.set_head_check([&s](const http::Request& req, http::Response& res) { return s.admit(req, res); });
+  http.set_error_body([&s](int status, const std::string& message) {
+    current_trace().details["error"] = message;
+    return http_error(status, message, s.options.max_body_bytes).body();
   });
   // Counts and logs every request once its response (a whole stream included) has been written.
-  http.set_logger([&s](const httplib::Request& req, const httplib::Response& res) {
-    RequestTrace& t = current_trace();
-    if (t.id.empty()) begin_trace();
-    std::string route = t.route.empty() ? route_label(req) : t.route;
-    s.metrics.count_request(route, res.status);
-    if (s.log) {
-      json line = {{"id", t.id},
-                   {"received_unix_ms", t.start_unix_ms},
-                   {"duration_ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t.start)
-                                       .count()},
-                   {"method", req.method},
-                   {"path", req.path},
-                   {"status", res.status},
-                   {"remote", req.remote_addr}};
-      for (auto& [k, v] : t.details.items()) line[k] = v;
-      s.log->write(line);
-    }
-    t = RequestTrace{};
-  });
+  http.set_hooks([](const http::Request&) { begin_trace(); },
+                 [&s](const http::Request& req, const http::Response& res) {
+                   RequestTrace& t = current_trace();
+                   if (t.id.empty()) begin_trace();
+                   std::string route = t.route.empty() ? route_label(req) : t.route;
+                   s.metrics.count_request(route, res.status);
+                   if (s.log) {
+                     json line = {{"id", t.id},
+                                  {"received_unix_ms", t.start_unix_ms},
+                                  {"duration_ms", std::chrono::duration<double, std::milli>(
+                                                      std::chrono::steady_clock::now() - t.start)
+                                                      .count()},
+                                  {"method", req.method},
+                                  {"path", req.path},
+                                  {"status", res.status},
+                                  {"remote", req.remote_addr}};
+                     for (auto& [k, v] : t.details.items()) line[k] = v;
+                     s.log->write(line);
+                   }
+                   t = RequestTrace{};
+                 });
 
-  http.Get("/health", [&s](const httplib::Request&, httplib::Response& res) {
-    if (!s.ready.load()) {
+  // Answered on the event loop, so it stays quick whatever the workers are doing.
+  http.route_quick("GET", "/health", [&s](const http::Request&, http::Response& res) {
+    if (s.draining.load()) {
+      res.status = 503;
+      res.set_content(R"({"status":"draining"})", "application/json");
+    } else if (!s.ready.load()) {
       res.status = 503;
       res.set_content(R"({"status":"loading"})", "application/json");
     } else {
       res.set_content(R"({"status":"ok"})", "application/json");
     }
   });
+  // The browser chat page; open without a key (the page asks for one when the API answers 401).
+  http.route_quick("GET", "/", [](const http::Request&, http::Response& res) {
+    res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
+  });
 
-  // Everything but /health checks the key first, then that the model serves.
-  auto guarded = [&s](std::function<void(const httplib::Request&, httplib::Response&)> fn) {
-    return [&s, fn](const httplib::Request& req, httplib::Response& res) {
-      if (s.admit(req, res)) fn(req, res);
-    };
-  };
   auto model_json = [&s] {
     return json{{"id", s.served_name},
                 {"object", "model"},
                 {"created", unix_seconds()},
                 {"owned_by", "foldserve"},
-                {"max_model_len", s.options.engine.context}};
+                {"max_model_len", s.options.engine.context},
+                {"vision", s.model->vision_encoder != nullptr}};
   };
-  http.Get("/v1/models", guarded([&s, model_json](const httplib::Request&, httplib::Response& res) {
-             s.answer_json(res, {{"object", "list"}, {"data", json::array({model_json()})}});
-           }));
-  http.Get("/v1/models/(.+)", guarded([&s, model_json](const httplib::Request& req, httplib::Response& res) {
-             if (req.matches[1] != s.served_name)
-               return s.answer_error(res, not_found("the model '" + std::string(req.matches[1]) +
-                                                             "' does not exist", "model_not_found"));
-             s.answer_json(res, model_json());
-           }));
-  http.Get("/metrics", [&s](const httplib::Request& req, httplib::Response& res) {
-    if (!s.keys.allows(req.get_header_value("Authorization"), req.get_header_value("x-api-key")))
-      return s.answer_error(res, unauthorized());
+  http.route("GET", "/v1/models", [&s, model_json](const http::Request&, http::Response& res) {
+    s.answer_json(res, {{"object", "list"}, {"data", json::array({model_json()})}});
+  });
+  http.route("GET", "/v1/models/*", [&s, model_json](const http::Request& req, http::Response& res) {
+    if (req.params[0] != s.served_name)
+      return s.answer_error(res, not_found("the model '" + req.params[0] + "' does not exist", "model_not_found"));
+    s.answer_json(res, model_json());
+  });
+  http.route("GET", "/metrics", [&s](const http::Request&, http::Response& res) {
     EngineStats stats;
     bool have = s.ready.load();
     if (have) stats = s.engine->stats();
@@ -174,12 +181,8 @@ Server::~Server() {
 
 int Server::bind() {
   State& s = *state_;
-  int port = s.options.port;
-  if (port == 0) port = s.http.bind_to_any_port(s.options.host);
-  else if (!s.http.bind_to_port(s.options.host, port)) port = -1;
-  if (port <= 0) throw Error("cannot listen on " + s.options.host + ":" + std::to_string(s.options.port));
-  s.options.port = port;
-  return port;
+  s.options.port = s.http.bind(s.options.host, s.options.port);
+  return s.options.port;
 }
 
 void Server::serve(Loader loader, std::function<void(const std::string&)> on_ready) {
@@ -204,18 +207,30 @@ void Server::serve(Loader loader, std::function<void(const std::string&)> on_rea
         std::lock_guard<std::mutex> lock(s.load_mu);
         s.load_error = e.what();
       }
-      while (!s.http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       s.http.stop();
     }
   });
-  s.http.listen_after_bind();
+  s.http.run();
   load.join();
   std::lock_guard<std::mutex> lock(s.load_mu);
   if (!s.load_error.empty()) throw Error(s.load_error);
 }
 
-void Server::stop() {
-  if (state_->http.is_running()) state_->http.stop();
+void Server::stop() { state_->http.stop(); }
+
+void Server::drain() {
+  State& s = *state_;
+  s.draining = true;
+  using namespace std::chrono;
+  auto wait_idle = [&s](steady_clock::time_point until) {
+    while (s.generating.load() > 0 && steady_clock::now() < until) std::this_thread::sleep_for(milliseconds(20));
+    return s.generating.load() == 0;
+  };
+  if (!wait_idle(steady_clock::now() + seconds(std::max(0, s.options.drain_seconds)))) {
+    s.abort_streams = true;
+    wait_idle(steady_clock::now() + seconds(5));
+  }
+  s.http.stop();
 }
 
 bool Server::ready() const { return state_->ready.load(); }

@@ -1,6 +1,7 @@
 #pragma once
 // The OpenAI-compatible HTTP server: binds first, loads the model in the background (/health answers 503 until it
-// serves), then answers /v1/chat/completions, /v1/completions, /v1/models, /health and /metrics.
+// serves), then answers /v1/chat/completions, /v1/completions, /v1/models, /health and /metrics; drains on stop.
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -23,6 +24,11 @@ struct ServerOptions {
   std::string request_log;         // "" → none
   std::string served_model_name;   // "" → the model folder's name
   size_t max_body_bytes = 8u << 20;
+  int max_connections = 1024;            // open connections in all
+  int max_connections_per_client = 256;  // open connections from one address
+  std::chrono::milliseconds header_timeout{10000};  // a request's head must arrive within this
+  std::chrono::milliseconds body_timeout{60000};    // and its body within this after the head
+  int drain_seconds = 10;  // on stop, how long streams in flight may go on
   int max_n = 16;
   EngineOptions engine;
   VisionOptions vision;  // image parts of chat messages
@@ -44,7 +50,11 @@ class Server {
   // Loads the model with `loader` on a background thread while serving HTTP on the calling thread until stop().
   // on_ready(url) runs once the model serves. A load that fails stops the server; serve() then throws its error.
   void serve(Loader loader, std::function<void(const std::string& url)> on_ready);
+  // Stops at once: streams being written end where they are.
   void stop();
+  // Stops gracefully: refuses new work (503, /health says draining), lets streams in flight finish for up to
+  // `drain_seconds`, then ends the rest with a final chunk (finish_reason "abort") and [DONE], and stops.
+  void drain();
   bool ready() const;
 
   struct State;  // shared by the route files (server_state.h)
