@@ -40,6 +40,7 @@ int run(const std::vector<std::string>& argv) {
             {"chat", "json"});
   std::filesystem::path dir = model_dir_from_args(args);
   auto m = load_model(dir, {}, check_device(args));
+  if (auto hub_name = hub_model_name(args); !hub_name.empty()) m->name = hub_name;
   SamplingParams sampling = sampling_from_args(args, m->generation);
   const int max_tokens = int(args.get_int("max-tokens", 256));
   if (!args.has("prompt") && !args.has("ids")) {

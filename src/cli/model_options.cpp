@@ -18,6 +18,13 @@ std::filesystem::path model_dir_from_args(const Args& args) {
   return resolve_model_location(args.positionals().empty() ? "" : args.positionals()[0], args.get_or("revision", ""));
 }
 
+std::string hub_model_name(const Args& args) {
+  if (args.positionals().size() != 1) return "";
+  const std::string& model = args.positionals()[0];
+  std::error_code ec;
+  return looks_like_repo_id(model) && !std::filesystem::is_directory(model, ec) ? model : "";
+}
+
 std::string check_device(const Args& args) {
   std::string device = args.get_or("device", "auto");
   if (device != "auto" && device != "cpu" && device != "cuda")

@@ -16,6 +16,9 @@ std::set<std::string> with_model_flags(std::set<std::string> own);
 // The model folder from the one optional positional (a folder, or ORG/NAME in the Hugging Face cache) and
 // --revision; empty when none is given (the built-in model).
 std::filesystem::path model_dir_from_args(const Args& args);
+// The ORG/NAME the positional names when it resolves through the hub cache, else "" (a name for the served model
+// that is not the snapshot's commit hash).
+std::string hub_model_name(const Args& args);
 // Validates --device (and applies --threads); returns the device name.
 std::string check_device(const Args& args);
 EngineOptions engine_options_from_args(const Args& args, int default_parallel);
