@@ -1,11 +1,10 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 
 #include "core/error.h"
-#include "engine/row_sampling.h"
-#include "engine/scheduler.h"
 #include "engine/stream.h"
 #include "models/kv_pool.h"
 #include "models/model.h"
@@ -29,13 +28,26 @@ static uint64_t fresh_seed() {
   return (uint64_t(rd()) << 32) ^ rd();
 }
 
+int kv_pool_pages(const EngineOptions& o) {
+  if (o.kv_pages > 0) return o.kv_pages;
+  const int P = o.kv_page_tokens;
+  return o.parallel * ((o.context + P - 1) / P) + std::max(0, o.prompt_cache_pages);
+}
+
+int stream_positions(const EngineOptions& o) {
+  return int(std::min<int64_t>(o.context, int64_t(kv_pool_pages(o)) * o.kv_page_tokens));
+}
+
 Engine::Engine(Model& model, EngineOptions options) : model_(model), options_(options) {
   if (options_.parallel < 1) throw Error("--parallel must be at least 1");
   if (options_.context < 2) throw Error("--context must be at least 2");
   if (options_.prefill_chunk < 1 || options_.round_tokens < 1) throw Error("chunk sizes must be positive");
+  if (options_.kv_page_tokens < 1) throw Error("a KV page must hold at least one position");
+  if (options_.kv_pages < 0) throw Error("--kv-pages must be ≥ 0");
   const auto& c = model_.config();
   const int P = options_.kv_page_tokens;
-  const int pages = options_.parallel * ((options_.context + P - 1) / P) + std::max(0, options_.prompt_cache_pages);
+  const int pages = kv_pool_pages(options_);
+  stream_positions_ = stream_positions(options_);
   pool_ = std::make_unique<KvPool>(c.num_layers, c.num_kv_heads, c.head_dim, P, pages, model_.kv_on_host());
   model_.attach_pool(*pool_);
   if (options_.prompt_cache_pages > 0)
@@ -61,6 +73,10 @@ std::shared_ptr<StreamHandle> Engine::submit(GenerationRequest request) {
   if (n >= options_.context)
     throw Error("the prompt has " + std::to_string(n) + " tokens; the context holds " +
                 std::to_string(options_.context) + " positions (prompt and reply)");
+  if (n >= stream_positions_)
+    throw Error("the prompt has " + std::to_string(n) + " tokens; the whole KV pool holds " +
+                std::to_string(pool_->pages_total()) + " pages of " + std::to_string(pool_->page_tokens()) +
+                " positions = " + std::to_string(stream_positions_) + " positions (prompt and reply)");
   for (int32_t id : request.prompt)
     if (id < 0 || id >= model_.config().vocab_size)
       throw Error("token id " + std::to_string(id) + " is outside the vocabulary of " +
@@ -97,15 +113,21 @@ EngineStats Engine::stats() const {
 }
 
 void Engine::run() {
-  std::vector<std::unique_ptr<Stream>> active;
+  Streams active;
   for (;;) {
     {
       std::unique_lock lock(mu_);
       wake_.wait(lock, [&] { return stop_ || !queue_.empty() || !active.empty(); });
       if (stop_) break;
     }
-    admit(active);
-    round(active);
+    try {
+      admit(active);
+      round(active);
+    } catch (const std::exception& e) {
+      fail_round(active, e.what());
+    } catch (...) {
+      fail_round(active, "an unknown exception");
+    }
   }
   for (auto& s : active) finish(*s, FinishReason::Cancelled);
   std::deque<std::unique_ptr<Stream>> waiting;
@@ -116,26 +138,13 @@ void Engine::run() {
   for (auto& s : waiting) finish(*s, FinishReason::Cancelled);
 }
 
-void Engine::admit(std::vector<std::unique_ptr<Stream>>& active) {
-  std::vector<Stream*> admitted;
-  {
-    std::lock_guard lock(mu_);
-    while (!queue_.empty() && int(active.size()) < options_.parallel) {
-      active.push_back(std::move(queue_.front()));
-      admitted.push_back(active.back().get());
-      queue_.pop_front();
-    }
-    stats_.queued = int(queue_.size());
-    stats_.active_streams = int(active.size());
-  }
-  if (!cache_) return;
-  // The last prompt token is always computed, so the stream gets logits to sample from.
-  for (Stream* s : admitted) {
-    CacheHit hit = cache_->lookup(s->keys, s->prompt_len - 1);
-    s->pages = std::move(hit.pages);
-    s->computed = s->cached = hit.positions;
-  }
-  publish_cache_stats();
+void Engine::fail_round(Streams& active, const std::string& error) {
+  std::fprintf(stderr, "foldserve: engine round failed, ending its %zu streams: %s\n", active.size(), error.c_str());
+  for (auto& s : active) finish(*s, FinishReason::Error, error);
+  active.clear();
+  std::lock_guard lock(mu_);
+  stats_.active_streams = 0;
+  stats_.kv_pages_used = pool_->pages_used();
 }
 
 void Engine::publish_cache_stats() {
@@ -144,22 +153,26 @@ void Engine::publish_cache_stats() {
   stats_.kv_pages_used = pool_->pages_used();
 }
 
-bool Engine::grow_pages(Stream& s, int positions) {
-  const int P = pool_->page_tokens();
-  while (int(s.pages.size()) * P < positions) {
-    auto page = pool_->allocate();
-    while (!page && cache_ && cache_->evict_one()) page = pool_->allocate();
-    if (!page) return false;
-    s.pages.push_back(*page);
-  }
-  return true;
-}
-
+// Never throws: a prefix the prompt cache fails to keep is only logged, a failure to hand the pages back turns the
+// reason into Error, and on_done's own exception is logged.
 void Engine::finish(Stream& s, FinishReason reason, const std::string& error) {
   if (s.finished) return;
   s.finished = true;
-  if (cache_ && reason != FinishReason::Error) cache_->insert(s.keys, s.computed, s.pages);
-  for (int32_t p : s.pages) pool_->release(p);
+  std::string why = error;
+  try {
+    if (cache_ && reason != FinishReason::Error) cache_->insert(s.keys, s.computed, s.pages);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "foldserve: the prompt cache could not keep stream %llu: %s\n", (unsigned long long)s.id,
+                 e.what());
+  }
+  try {
+    for (int32_t p : s.pages) pool_->release(p);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "foldserve: releasing the pages of stream %llu failed: %s\n", (unsigned long long)s.id,
+                 e.what());
+    reason = FinishReason::Error;
+    why = e.what();
+  }
   s.pages.clear();
   publish_cache_stats();
   GenerationResult r;
@@ -167,123 +180,15 @@ void Engine::finish(Stream& s, FinishReason reason, const std::string& error) {
   r.prompt_tokens = s.prompt_len;
   r.cached_tokens = s.cached;
   r.completion_tokens = s.generated;
-  r.error = error;
-  if (s.request.on_done) s.request.on_done(r);
+  r.error = why;
+  auto on_done = std::move(s.request.on_done);
   s.request.on_done = nullptr;
-}
-
-// The chunk of positions [begin, begin + count) with its stream's M-RoPE positions and image features.
-SequenceChunk Engine::chunk_for(const Stream& s, int begin, int count, bool samples) const {
-  SequenceChunk c{std::span<const int32_t>(s.tokens.data() + begin, size_t(count)), begin, s.pages, false, samples};
-  const auto& req = s.request;
-  c.rope_delta = req.rope_delta;
-  if (!req.mrope_positions.empty() && begin < s.prompt_len) {
-    if (begin + count > s.prompt_len) throw Error("a chunk spans the end of a multimodal prompt");
-    c.mrope_positions = std::span<const int32_t>(req.mrope_positions.data() + size_t(begin) * 3, size_t(count) * 3);
-  }
-  if (!req.image_embeddings.empty() && begin < s.prompt_len) {
-    const int32_t pad = model_.config().image_token_id;
-    size_t before = size_t(std::count(s.tokens.begin(), s.tokens.begin() + begin, pad));
-    size_t hidden = size_t(model_.config().hidden_size);
-    c.image_embeddings = std::span<const float>(req.image_embeddings).subspan(
-        std::min(before * hidden, req.image_embeddings.size()));
-  }
-  return c;
-}
-
-// A model's answer must hold one id per sampling row, ids in the vocabulary only where asked for, and the logits of
-// every other row.
-void Engine::check_sampled(const SampledForward& out, std::span<const RowSampling> rows) const {
-  const int32_t V = model_.config().vocab_size;
-  if (out.ids.size() != rows.size())
-    throw Error("the model returned " + std::to_string(out.ids.size()) + " rows for " + std::to_string(rows.size()) +
-                " sampling rows");
-  size_t host_rows = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const int32_t id = out.ids[i];
-    if (id >= V || (id >= 0 && rows[i].mode == RowSampling::Mode::Logits))
-      throw Error("the model returned token id " + std::to_string(id) + " for a row it was not asked to sample");
-    host_rows += id < 0 ? 1 : 0;
-  }
-  if (out.logits.size() != host_rows * size_t(V)) throw Error("the model returned the wrong number of logit rows");
-}
-
-void Engine::round(std::vector<std::unique_ptr<Stream>>& active) {
-  std::vector<Stream*> order;
-  for (auto& s : active) {
-    if (s->handle->cancelled()) finish(*s, FinishReason::Cancelled);
-    else order.push_back(s.get());
-  }
-  auto items = plan_round(order, options_.prefill_chunk, options_.round_tokens);
-  std::vector<SequenceChunk> chunks;
-  int rows = 0;
-  for (const auto& it : items) {
-    if (!grow_pages(*it.stream, it.begin + it.count)) throw Error("KV pool exhausted");
-    chunks.push_back(chunk_for(*it.stream, it.begin, it.count, it.samples));
-    rows += it.count;
-  }
-  // One RowSampling per sampling row; the route depends only on the request's own parameters.
-  const bool model_samples = options_.device_sampling && model_.samples_on_device();
-  std::vector<RowSampling> sampling;
-  for (const auto& it : items)
-    if (it.samples) {
-      const Stream& s = *it.stream;
-      sampling.push_back(row_sampling_for(s.request.sampling, model_samples && device_sampleable(s.request.sampling),
-                                          s.seed, s.tokens.size()));
-    }
-  SampledForward out;
-  std::string failure;
-  if (!chunks.empty()) {
-    try {
-      out = model_.forward_sampled(chunks, sampling, *pool_);
-      check_sampled(out, sampling);
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-  }
-  const size_t V = size_t(model_.config().vocab_size);
-  size_t row = 0, logit_row = 0;
-  for (const auto& it : items) {
-    Stream& s = *it.stream;
-    if (!failure.empty()) {
-      finish(s, FinishReason::Error, failure);
-      continue;
-    }
-    s.computed += it.count;
-    if (!it.samples) continue;
-    const int32_t picked = out.ids[row++];
-    SampledToken tok;
-    if (picked >= 0) {
-      tok.id = picked;
-    } else {
-      std::span<float> l(out.logits.data() + logit_row++ * V, V);
-      tok = sample_token(l, s.request.sampling, s.counts, s.seed, s.tokens.size());
-    }
-    ++s.generated;
-    const auto& eos = s.request.eos_ids;
-    if (std::find(eos.begin(), eos.end(), tok.id) != eos.end()) {
-      finish(s, FinishReason::Stop);
-      continue;
-    }
-    s.tokens.push_back(tok.id);
-    s.keys.push_back(uint64_t(uint32_t(tok.id)));
-    ++s.counts.reply[tok.id];
-    bool keep = !s.request.on_token || s.request.on_token(tok);
-    FinishReason reason = FinishReason::Stop;
-    bool end = !keep;
-    if (!end && (s.generated >= s.request.max_tokens || int(s.tokens.size()) >= options_.context)) {
-      end = true;
-      reason = FinishReason::Length;
-    }
-    if (end) finish(s, reason);
-  }
-  std::erase_if(active, [](const std::unique_ptr<Stream>& s) { return s->finished; });
-  std::lock_guard lock(mu_);
-  stats_.active_streams = int(active.size());
-  stats_.kv_pages_used = pool_->pages_used();
-  if (!chunks.empty()) {
-    ++stats_.rounds;
-    stats_.rows += uint64_t(rows);
+  try {
+    if (on_done) on_done(r);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "foldserve: on_done of stream %llu threw: %s\n", (unsigned long long)s.id, e.what());
+  } catch (...) {
+    std::fprintf(stderr, "foldserve: on_done of stream %llu threw\n", (unsigned long long)s.id);
   }
 }
 

@@ -24,6 +24,7 @@ struct Stream;
 struct SequenceChunk;
 struct SampledForward;
 struct RowSampling;
+struct RoundItem;
 
 enum class FinishReason { Stop, Length, Cancelled, Error };
 const char* finish_reason_name(FinishReason r);
@@ -57,16 +58,22 @@ struct GenerationRequest {
 };
 
 struct EngineOptions {
-  int parallel = 4;            // streams decoding at once
+  int parallel = 4;            // most streams active at once
   int context = 4096;          // positions per stream (prompt + reply)
   int prefill_chunk = 256;     // most prompt tokens of one stream per round
   int round_tokens = 512;      // most rows (decode + prefill) per round
   int queue_limit = 64;        // waiting streams beyond `parallel`; more → rejected
   int kv_page_tokens = 16;     // positions per KV page
+  int kv_pages = 0;            // pages of the KV pool, prompt cache included (0 → parallel × context + cache pages)
   int prompt_cache_pages = 0;  // pool pages the prompt cache may hold (0 → no prompt cache)
   int prompt_cache_host_pages = 0;  // pages the cache may keep in host memory after eviction
   bool device_sampling = true;      // let a model that can pick tokens do so for requests without penalties/logprobs
 };
+
+// Pages of the KV pool `options` asks for.
+int kv_pool_pages(const EngineOptions& options);
+// Positions one stream may reach (prompt and reply): the context, or fewer when the whole pool holds fewer.
+int stream_positions(const EngineOptions& options);
 
 struct EngineStats {
   int active_streams = 0;
@@ -75,6 +82,7 @@ struct EngineStats {
   int kv_pages_used = 0;
   uint64_t rounds = 0;
   uint64_t rows = 0;  // rows summed over all rounds
+  uint64_t preemptions = 0;  // streams sent back to the queue to free pages
   PromptCacheStats prompt_cache;
 };
 
@@ -96,17 +104,31 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Queues a stream. Returns nullptr when the queue is full (the caller answers 429). A prompt that cannot fit the
-  // context (prompt.size() >= context) is refused with fs::Error before queueing.
+  // context or the whole KV pool (prompt.size() >= stream_positions) is refused with fs::Error before queueing.
   std::shared_ptr<StreamHandle> submit(GenerationRequest request);
   EngineStats stats() const;
   const EngineOptions& options() const { return options_; }
 
  private:
+  using Streams = std::vector<std::unique_ptr<Stream>>;
   void run();
-  void round(std::vector<std::unique_ptr<Stream>>& active);
-  void admit(std::vector<std::unique_ptr<Stream>>& active);
+  void round(Streams& active);
+  void admit(Streams& active);
+  // Every active stream ends with FinishReason::Error and `error`; the engine serves on.
+  void fail_round(Streams& active, const std::string& error);
   void finish(Stream& s, FinishReason reason, const std::string& error = "");
+  void finish_cancelled_in_queue();
   bool grow_pages(Stream& s, int positions);
+  // Pages free now plus pages only the prompt cache holds.
+  int room() const;
+  void adopt_cached_prefix(Stream& s);
+  // Plans the round and grows every planned stream's pages, preempting the youngest stream until they fit.
+  std::vector<RoundItem> plan_within_pool(std::vector<Stream*>& order);
+  // Releases the stream's pages (its computed prefix goes to the prompt cache when `keep_prefix`) and resets it to
+  // nothing computed, to resume from the queue.
+  void reset_to_queued(Stream& s, bool keep_prefix);
+  // Moves preempted streams of `active` back to the front of the queue, oldest first, and drops finished ones.
+  void retire(Streams& active);
   SequenceChunk chunk_for(const Stream& s, int begin, int count, bool samples) const;
   void publish_cache_stats();
   void check_sampled(const SampledForward& out, std::span<const RowSampling> rows) const;
@@ -115,6 +137,7 @@ class Engine {
   EngineOptions options_;
   std::unique_ptr<KvPool> pool_;
   std::unique_ptr<PromptCache> cache_;
+  int stream_positions_ = 0;
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::deque<std::unique_ptr<Stream>> queue_;

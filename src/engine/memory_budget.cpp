@@ -73,15 +73,20 @@ MemoryBudget cpu_budget(const ModelConfig& c, size_t weight_bytes, const EngineO
   b.available = available;
   b.lines.push_back({"weights", weight_bytes});
   const size_t P = size_t(o.kv_page_tokens);
-  const size_t pages = size_t(o.parallel) * ((size_t(o.context) + P - 1) / P);
-  const size_t kv = pages * KvPool::bytes_per_page(c.num_layers, c.num_kv_heads, c.head_dim, int(P));
-  b.lines.push_back({"KV pages for " + std::to_string(o.parallel) + " streams of " + std::to_string(o.context) +
-                         " positions",
-                     kv});
   const size_t page_bytes = KvPool::bytes_per_page(c.num_layers, c.num_kv_heads, c.head_dim, int(P));
-  if (o.prompt_cache_pages > 0)
-    b.lines.push_back({"prompt cache (" + std::to_string(o.prompt_cache_pages) + " pages)",
-                       size_t(o.prompt_cache_pages) * page_bytes});
+  if (o.kv_pages > 0) {
+    b.lines.push_back({"KV pages (a pool of " + std::to_string(o.kv_pages) + " pages, at most " +
+                           std::to_string(stream_positions(o)) + " positions per stream)",
+                       size_t(o.kv_pages) * page_bytes});
+  } else {
+    const size_t pages = size_t(o.parallel) * ((size_t(o.context) + P - 1) / P);
+    b.lines.push_back({"KV pages for " + std::to_string(o.parallel) + " streams of " + std::to_string(o.context) +
+                           " positions",
+                       pages * page_bytes});
+    if (o.prompt_cache_pages > 0)
+      b.lines.push_back({"prompt cache (" + std::to_string(o.prompt_cache_pages) + " pages)",
+                         size_t(o.prompt_cache_pages) * page_bytes});
+  }
   if (o.prompt_cache_host_pages > 0)
     b.lines.push_back({"prompt cache host tier (" + std::to_string(o.prompt_cache_host_pages) + " pages)",
                        size_t(o.prompt_cache_host_pages) * page_bytes});
@@ -93,6 +98,16 @@ MemoryBudget cpu_budget(const ModelConfig& c, size_t weight_bytes, const EngineO
   b.lines.push_back({"scratch for rounds of " + std::to_string(rows) + " rows", scratch});
   b.lines.push_back({"reserve", size_t(256) << 20});
   return b;
+}
+
+int kv_pages_that_fit(const ModelConfig& c, size_t weight_bytes, const EngineOptions& o, size_t available) {
+  EngineOptions one = o;
+  one.kv_pages = 1;
+  MemoryBudget b = cpu_budget(c, weight_bytes, one, available);
+  const size_t page_bytes = KvPool::bytes_per_page(c.num_layers, c.num_kv_heads, c.head_dim, o.kv_page_tokens);
+  const size_t rest = b.total() - page_bytes;
+  if (rest >= available) return 0;
+  return int(std::min<size_t>((available - rest) / page_bytes, size_t(1) << 30));
 }
 
 }  // namespace fs

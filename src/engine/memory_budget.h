@@ -35,8 +35,13 @@ std::string format_gib(size_t bytes);
 // Sets the prompt cache's page budgets from GiB for this model's page size.
 void size_prompt_cache(EngineOptions& options, const ModelConfig& config, double device_gib, double host_gib);
 
-// Budget of a CPU engine for `options` on `config` with `weight_bytes` of weights.
+// Budget of a CPU engine for `options` on `config` with `weight_bytes` of weights. With options.kv_pages set, one
+// line holds the whole pool (the prompt cache's pages live inside it).
 MemoryBudget cpu_budget(const ModelConfig& config, size_t weight_bytes, const EngineOptions& options,
                         size_t available);
+
+// KV pool pages (options.kv_pages) that fit what `available` leaves after every other line of cpu_budget: weights,
+// scratch, the prompt cache's host tier and the reserve. 0 when nothing is left.
+int kv_pages_that_fit(const ModelConfig& config, size_t weight_bytes, const EngineOptions& options, size_t available);
 
 }  // namespace fs

@@ -1,6 +1,7 @@
 #include "engine/prompt_cache.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "models/kv_pool.h"
 #include "models/model.h"
@@ -90,10 +91,10 @@ bool PromptCache::evict_one() {
     return std::all_of(n->children.begin(), n->children.end(), [](auto& c) { return !c->on_device(); });
   });
   if (!victim) return false;
-  ++stats_.evictions;
   if (make_room_on_host()) {
-    victim->host.resize(pool_.page_floats());
-    model_.save_kv_page(pool_, victim->page, victim->host.data());
+    std::vector<float> data(pool_.page_floats());
+    model_.save_kv_page(pool_, victim->page, data.data());  // a throw leaves the page on the device
+    victim->host = std::move(data);
     pool_.release(victim->page);
     victim->page = -1;
     --stats_.device_pages;
@@ -101,6 +102,7 @@ bool PromptCache::evict_one() {
   } else {
     drop(victim);
   }
+  ++stats_.evictions;
   return true;
 }
 
@@ -120,42 +122,65 @@ bool PromptCache::ensure_on_device(Node* node) {
   return true;
 }
 
-CacheHit PromptCache::lookup(std::span<const uint64_t> keys, int max_positions) {
+CacheHit PromptCache::lookup(std::span<const uint64_t> keys, int max_positions, bool counted) {
   CacheHit hit;
-  ++stats_.lookups;
   const size_t P = size_t(pool_.page_tokens());
   Node* node = root_.get();
   size_t pos = 0;
-  while (pos < size_t(max_positions)) {
-    size_t m = 0;
-    Node* c = best_child(node, keys.subspan(pos, size_t(max_positions) - pos), &m);
-    if (!c || !ensure_on_device(c)) break;
-    touch(c);
-    if (m == P) {
-      pool_.retain(c->page);
-      hit.pages.push_back(c->page);
-      pos += P;
-      node = c;
-      continue;
+  int32_t held = -1;  // a node's page retained while its positions are copied
+  try {
+    while (pos < size_t(max_positions)) {
+      size_t m = 0;
+      Node* c = best_child(node, keys.subspan(pos, size_t(max_positions) - pos), &m);
+      if (!c || !ensure_on_device(c)) break;
+      touch(c);
+      if (m == P) {
+        pool_.retain(c->page);
+        hit.pages.push_back(c->page);
+        pos += P;
+        node = c;
+        continue;
+      }
+      // A partial match, or a partial page: the caller writes after it, so it gets a private copy.
+      pool_.retain(held = c->page);
+      auto fresh = pool_.allocate();
+      while (!fresh && evict_one()) fresh = pool_.allocate();
+      if (fresh) {
+        hit.pages.push_back(*fresh);
+        model_.copy_kv_positions(pool_, held, *fresh, int(m));
+        pos += m;
+      }
+      pool_.release(std::exchange(held, -1));
+      break;
     }
-    // A partial match, or a partial page: the caller writes after it, so it gets a private copy.
-    pool_.retain(c->page);
-    auto fresh = pool_.allocate();
-    while (!fresh && evict_one()) fresh = pool_.allocate();
-    if (fresh) {
-      model_.copy_kv_positions(pool_, c->page, *fresh, int(m));
-      hit.pages.push_back(*fresh);
-      pos += m;
-    }
-    pool_.release(c->page);
-    break;
+  } catch (...) {
+    if (held >= 0) pool_.release(held);
+    for (int32_t p : hit.pages) pool_.release(p);
+    throw;
   }
   hit.positions = int(pos);
-  if (pos > 0) {
-    ++stats_.hits;
-    stats_.cached_tokens += pos;
-  }
+  if (counted) count_lookup(hit.positions);
   return hit;
+}
+
+void PromptCache::count_lookup(int positions) {
+  ++stats_.lookups;
+  if (positions > 0) {
+    ++stats_.hits;
+    stats_.cached_tokens += uint64_t(positions);
+  }
+}
+
+int PromptCache::evictable_pages() const {
+  int n = 0;
+  std::vector<const Node*> stack{root_.get()};
+  while (!stack.empty()) {
+    const Node* node = stack.back();
+    stack.pop_back();
+    for (auto& c : node->children) stack.push_back(c.get());
+    if (node->on_device() && pool_.refcount(node->page) == 1) ++n;
+  }
+  return n;
 }
 
 int PromptCache::insert(std::span<const uint64_t> keys, int positions, std::span<const int32_t> pages) {

@@ -34,13 +34,18 @@ class PromptCache {
   ~PromptCache();
 
   // Adopts the longest cached prefix of keys[0, max_positions): full pages are shared, a partially matching page
-  // is copied into a fresh page. The returned pages are the caller's to release.
-  CacheHit lookup(std::span<const uint64_t> keys, int max_positions);
+  // is copied into a fresh page. The returned pages are the caller's to release. `counted` → the lookup and its
+  // hit enter the stats now; else the caller counts it with count_lookup (or never, for a stream re-adopting its
+  // own prefix). On an exception nothing stays retained for the caller.
+  CacheHit lookup(std::span<const uint64_t> keys, int max_positions, bool counted = true);
+  void count_lookup(int positions);
   // Keeps the K/V of keys[0, positions) held in `pages`; returns how many positions the tree now covers for them
   // (fewer when nothing could be evicted to make room).
   int insert(std::span<const uint64_t> keys, int positions, std::span<const int32_t> pages);
   // Frees one device page the cache alone holds (least recently used); false when none can go.
   bool evict_one();
+  // Device pages only the cache holds: what evict_one can free, one by one.
+  int evictable_pages() const;
   PromptCacheStats stats() const;
 
  private:

@@ -4,19 +4,26 @@
 
 namespace fs {
 
+int next_chunk_length(const Stream& s, int prefill_chunk) {
+  if (decoding(s)) return 1;
+  int n = std::min(s.pending(), prefill_chunk);
+  if (s.computed < s.prompt_len) n = std::min(n, s.prompt_len - s.computed);
+  return n;
+}
+
 std::vector<RoundItem> plan_round(const std::vector<Stream*>& streams, int prefill_chunk, int round_tokens) {
   std::vector<RoundItem> items;
   int budget = round_tokens;
   for (Stream* s : streams) {
-    if (s->pending() == 1 && s->generated > 0) {
+    if (decoding(*s)) {
       items.push_back({s, s->computed, 1, true});
       --budget;
     }
   }
   for (Stream* s : streams) {
-    if (s->pending() <= 0 || (s->pending() == 1 && s->generated > 0)) continue;
+    if (s->pending() <= 0 || decoding(*s)) continue;
     if (budget <= 0 && !items.empty()) break;
-    int n = std::min({s->pending(), prefill_chunk, std::max(budget, 1)});
+    int n = std::min(next_chunk_length(*s, prefill_chunk), std::max(budget, 1));
     items.push_back({s, s->computed, n, n == s->pending()});
     budget -= n;
   }

@@ -17,12 +17,14 @@ struct Stream {
   std::vector<uint64_t> keys;   // prompt-cache key of every token
   int prompt_len = 0;
   int computed = 0;             // positions whose K/V are in the pages
-  int cached = 0;               // prompt positions adopted from the prompt cache
+  int cached = 0;               // prompt positions adopted from the prompt cache at the first admission
   std::vector<int32_t> pages;
   uint64_t seed = 0;
   TokenCounts counts;
   int generated = 0;
   bool finished = false;
+  bool admitted = false;        // admitted at least once (a preempted stream resumes with its first `cached`)
+  bool preempted = false;       // sent back to the queue this round, to resume from nothing computed
 
   bool prefilling() const { return computed < int(tokens.size()) - 1 || generated == 0; }
   int pending() const { return int(tokens.size()) - computed; }

@@ -92,6 +92,8 @@ std::string Metrics::render(const EngineStats* engine) const {
            engine->kv_pages_total - engine->kv_pages_used);
     scalar(out, "foldserve_rounds_total", "Scheduler rounds (forward passes).", "counter", double(engine->rounds));
     scalar(out, "foldserve_round_rows_total", "Rows summed over all rounds.", "counter", double(engine->rows));
+    scalar(out, "foldserve_preemptions_total", "Streams sent back to the queue to free KV pages.", "counter",
+           double(engine->preemptions));
     scalar(out, "foldserve_rows_per_round", "Mean rows per round.", "gauge",
            engine->rounds ? double(engine->rows) / double(engine->rounds) : 0.0);
     const PromptCacheStats& pc = engine->prompt_cache;

@@ -59,6 +59,15 @@ void FortuneDemoTest::SetUp() {
   model = create_model(config, Checkpoint::open(dir));
 }
 
+std::vector<SampledToken> run_solo(Model& model, const GenerationRequest& req, EngineOptions options) {
+  options.parallel = 1;
+  Engine engine(model, options);
+  EngineRunner runner(engine);
+  auto c = runner.submit(req);
+  runner.wait_all();
+  return c->tokens;
+}
+
 static bool same_float(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 bool same_bits(const std::vector<SampledToken>& a, const std::vector<SampledToken>& b) {

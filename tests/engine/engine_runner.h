@@ -44,6 +44,9 @@ class FortuneDemoTest : public ::testing::Test {
   std::unique_ptr<Model> model;
 };
 
+// The tokens of `req` run alone in a fresh engine with `options` (default: a pool for one whole context).
+std::vector<SampledToken> run_solo(Model& model, const GenerationRequest& req, EngineOptions options = {});
+
 // Bitwise equality of ids, logprobs and top logprobs.
 bool same_bits(const std::vector<SampledToken>& a, const std::vector<SampledToken>& b);
 

@@ -49,5 +49,22 @@ TEST(MemoryBudget, RefusesWithTheNumbers) {
   }
 }
 
+TEST(MemoryBudget, KvPagesThatFitFillWhatTheOtherLinesLeave) {
+  EngineOptions o;
+  o.parallel = 16;
+  o.context = 4096;
+  o.prompt_cache_pages = 10;
+  const size_t available = size_t(1) << 30;
+  const int pages = kv_pages_that_fit(small_config(), size_t(100) << 20, o, available);
+  ASSERT_GT(pages, 0);
+  o.kv_pages = pages;
+  EXPECT_TRUE(cpu_budget(small_config(), size_t(100) << 20, o, available).fits());
+  o.kv_pages = pages + 1;
+  auto over = cpu_budget(small_config(), size_t(100) << 20, o, available);
+  EXPECT_FALSE(over.fits());
+  EXPECT_NE(over.report().find("a pool of " + std::to_string(pages + 1) + " pages"), std::string::npos);
+  EXPECT_EQ(kv_pages_that_fit(small_config(), size_t(2) << 30, o, available), 0);
+}
+
 }  // namespace
 }  // namespace fs

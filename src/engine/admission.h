@@ -1,0 +1,19 @@
+#pragma once
+// Admission by pages: how many pool pages a stream's next chunk takes, and whether the head of the queue may start.
+#include "engine/stream.h"
+
+namespace fs {
+
+// Pages the stream must add to those it holds to run its next chunk (see next_chunk_length).
+int pages_for_next_chunk(const Stream& s, int prefill_chunk, int page_tokens);
+
+// Pages an active stream keeps in reserve against admissions: its next chunk's, and at least one while it can still
+// grow within `stream_positions` (so a decode row crossing a page edge does not preempt the stream just admitted).
+int pages_to_reserve(const Stream& s, int prefill_chunk, int page_tokens, int stream_positions);
+
+// Whether a stream whose next chunk takes `needs` pages may join `active` streams whose next chunks take `reserved`
+// pages, with `room` pages free or evictable: at most `parallel` active, and a lone stream always starts (the pool
+// holds any prompt that submit accepted).
+bool may_admit(int active, int parallel, int room, int reserved, int needs);
+
+}  // namespace fs

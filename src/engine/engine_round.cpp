@@ -1,0 +1,137 @@
+// One scheduler round: plan within the pool, one forward pass, then sample and deliver every finished row.
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "engine/row_sampling.h"
+#include "engine/scheduler.h"
+#include "engine/stream.h"
+#include "models/kv_pool.h"
+#include "models/model.h"
+
+namespace fs {
+
+// The chunk of positions [begin, begin + count) with its stream's M-RoPE positions and image features.
+SequenceChunk Engine::chunk_for(const Stream& s, int begin, int count, bool samples) const {
+  SequenceChunk c{std::span<const int32_t>(s.tokens.data() + begin, size_t(count)), begin, s.pages, false, samples};
+  const auto& req = s.request;
+  c.rope_delta = req.rope_delta;
+  if (!req.mrope_positions.empty() && begin < s.prompt_len) {
+    if (begin + count > s.prompt_len) throw Error("a chunk spans the end of a multimodal prompt");
+    c.mrope_positions = std::span<const int32_t>(req.mrope_positions.data() + size_t(begin) * 3, size_t(count) * 3);
+  }
+  if (!req.image_embeddings.empty() && begin < s.prompt_len) {
+    const int32_t pad = model_.config().image_token_id;
+    size_t before = size_t(std::count(s.tokens.begin(), s.tokens.begin() + begin, pad));
+    size_t hidden = size_t(model_.config().hidden_size);
+    c.image_embeddings = std::span<const float>(req.image_embeddings).subspan(
+        std::min(before * hidden, req.image_embeddings.size()));
+  }
+  return c;
+}
+
+// A model's answer must hold one id per sampling row, ids in the vocabulary only where asked for, and the logits of
+// every other row.
+void Engine::check_sampled(const SampledForward& out, std::span<const RowSampling> rows) const {
+  const int32_t V = model_.config().vocab_size;
+  if (out.ids.size() != rows.size())
+    throw Error("the model returned " + std::to_string(out.ids.size()) + " rows for " + std::to_string(rows.size()) +
+                " sampling rows");
+  size_t host_rows = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int32_t id = out.ids[i];
+    if (id >= V || (id >= 0 && rows[i].mode == RowSampling::Mode::Logits))
+      throw Error("the model returned token id " + std::to_string(id) + " for a row it was not asked to sample");
+    host_rows += id < 0 ? 1 : 0;
+  }
+  if (out.logits.size() != host_rows * size_t(V)) throw Error("the model returned the wrong number of logit rows");
+}
+
+void Engine::round(Streams& active) {
+  std::vector<Stream*> order;
+  for (auto& s : active) {
+    if (s->handle->cancelled()) finish(*s, FinishReason::Cancelled);
+    else order.push_back(s.get());
+  }
+  auto items = plan_within_pool(order);
+  std::vector<SequenceChunk> chunks;
+  int rows = 0;
+  for (const auto& it : items) {
+    chunks.push_back(chunk_for(*it.stream, it.begin, it.count, it.samples));
+    rows += it.count;
+  }
+  // One RowSampling per sampling row; the route depends only on the request's own parameters.
+  const bool model_samples = options_.device_sampling && model_.samples_on_device();
+  std::vector<RowSampling> sampling;
+  for (const auto& it : items)
+    if (it.samples) {
+      const Stream& s = *it.stream;
+      sampling.push_back(row_sampling_for(s.request.sampling, model_samples && device_sampleable(s.request.sampling),
+                                          s.seed, s.tokens.size()));
+    }
+  SampledForward out;
+  std::string failure;
+  if (!chunks.empty()) {
+    try {
+      out = model_.forward_sampled(chunks, sampling, *pool_);
+      check_sampled(out, sampling);
+    } catch (const std::exception& e) {
+      failure = e.what();
+      std::fprintf(stderr, "foldserve: forward pass failed, ending its %zu streams: %s\n", items.size(),
+                   failure.c_str());
+    }
+  }
+  const size_t V = size_t(model_.config().vocab_size);
+  size_t row = 0, logit_row = 0;
+  for (const auto& it : items) {
+    Stream& s = *it.stream;
+    if (!failure.empty()) {
+      finish(s, FinishReason::Error, failure);
+      continue;
+    }
+    s.computed += it.count;
+    if (!it.samples) continue;
+    const int32_t picked = out.ids[row++];
+    SampledToken tok;
+    if (picked >= 0) {
+      tok.id = picked;
+    } else {
+      std::span<float> l(out.logits.data() + logit_row++ * V, V);
+      tok = sample_token(l, s.request.sampling, s.counts, s.seed, s.tokens.size());
+    }
+    ++s.generated;
+    const auto& eos = s.request.eos_ids;
+    if (std::find(eos.begin(), eos.end(), tok.id) != eos.end()) {
+      finish(s, FinishReason::Stop);
+      continue;
+    }
+    s.tokens.push_back(tok.id);
+    s.keys.push_back(uint64_t(uint32_t(tok.id)));
+    ++s.counts.reply[tok.id];
+    bool keep = true;
+    try {
+      keep = !s.request.on_token || s.request.on_token(tok);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "foldserve: on_token of stream %llu threw: %s\n", (unsigned long long)s.id, e.what());
+      finish(s, FinishReason::Error, std::string("on_token threw: ") + e.what());
+      continue;
+    }
+    FinishReason reason = FinishReason::Stop;
+    bool end = !keep;
+    if (!end && (s.generated >= s.request.max_tokens || int(s.tokens.size()) >= stream_positions_)) {
+      end = true;
+      reason = FinishReason::Length;
+    }
+    if (end) finish(s, reason);
+  }
+  retire(active);
+  std::lock_guard lock(mu_);
+  stats_.kv_pages_used = pool_->pages_used();
+  if (!chunks.empty()) {
+    ++stats_.rounds;
+    stats_.rows += uint64_t(rows);
+  }
+}
+
+}  // namespace fs
