@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# From a fresh clone: installs dependencies, builds, and serves the built-in fortune-demo model on port 8888.
+# From a fresh clone: installs dependencies, builds the server (only what serving needs) and serves the built-in
+# fortune-demo model on 127.0.0.1:8888; arguments go to `foldserve serve`.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup-debian.sh"
-"$root/scripts/build.sh"
-exec "${FOLDSERVE_BUILD_DIR:-$root/build}/foldserve" serve "$@"
+echo "foldserve: building the server (the first build takes several minutes)" >&2
+"$root/scripts/build.sh" --target foldserve
+exec "${FOLDSERVE_BUILD_DIR:-$root/build}/src/foldserve" serve "$@"

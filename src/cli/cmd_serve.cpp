@@ -70,8 +70,7 @@ int serve(const std::vector<std::string>& argv) {
                               "max-connections", "max-connections-per-client", "header-timeout-ms",
                               "body-timeout-ms"}),
             {"vision", "vision-host", "media-allow-local"});
-  if (args.positionals().size() > 1) throw Error("expected at most one MODEL_DIR");
-  std::filesystem::path dir = args.positionals().empty() ? "" : args.positionals()[0];
+  std::filesystem::path dir = model_dir_from_args(args);
   std::string device = check_device(args);
   if (args.has("vision-host") && !args.has("vision")) throw Error("--vision-host needs --vision");
   if (args.has("vision-host") && device == "cpu")
@@ -127,7 +126,7 @@ int serve(const std::vector<std::string>& argv) {
       for (const std::string& line : m.vision_encoder->budget_lines()) std::fprintf(stderr, "  %s\n", line.c_str());
     budget.require();
   };
-  o.served_model_name = args.get_or("served-model-name", "");
+  o.served_model_name = args.get_or("served-model-name", hub_model_name(args));
 
   // SIGINT/SIGTERM are taken by a waiting thread (not a handler), which drains the server; a second one stops it
   // at once.
@@ -164,8 +163,14 @@ int serve(const std::vector<std::string>& argv) {
               if (vision.enabled) server::attach_vision(*m, vision);
               return m;
             },
-            [](const std::string& url) {
-              std::printf("foldserve: serving on %s (OpenAI API at %s/v1)\n", url.c_str(), url.c_str());
+            [&srv, keyed = !o.api_keys.empty()](const std::string& url) {
+              std::printf("foldserve: serving on %s (OpenAI API at %s/v1, chat page at %s/)\n", url.c_str(),
+                          url.c_str(), url.c_str());
+              std::printf("try: curl -s %s/v1/chat/completions -H 'content-type: application/json'%s -d "
+                          "'{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"Tell me something "
+                          "about computers.\"}]}'\n",
+                          url.c_str(), keyed ? " -H 'Authorization: Bearer YOUR_KEY'" : "",
+                          srv.served_model().c_str());
               std::fflush(stdout);
             });
   while (draining.load() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));

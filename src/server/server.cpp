@@ -235,4 +235,9 @@ void Server::drain() {
 
 bool Server::ready() const { return state_->ready.load(); }
 
+std::string Server::served_model() const {
+  std::lock_guard<std::mutex> lock(state_->load_mu);
+  return state_->served_name;
+}
+
 }  // namespace fs::server

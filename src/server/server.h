@@ -56,6 +56,8 @@ class Server {
   // `drain_seconds`, then ends the rest with a final chunk (finish_reason "abort") and [DONE], and stops.
   void drain();
   bool ready() const;
+  // The name clients give as "model" (known once the model has loaded).
+  std::string served_model() const;
 
   struct State;  // shared by the route files (server_state.h)
 

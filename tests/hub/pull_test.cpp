@@ -10,6 +10,7 @@
 #include "hub/fake_hub.h"
 #include "support/fixtures.h"
 #include "support/process.h"
+#include "support/server_process.h"
 
 namespace fs::test {
 namespace {
@@ -115,6 +116,18 @@ TEST_F(HubPull, PulledModelRunsAndTokenizesByName) {
   ASSERT_EQ(tok_name.exit_code, 0) << tok_name.err;
   EXPECT_EQ(tok_name.out, tok_folder.out);
   EXPECT_EQ(foldserve("detokenize " + kRepo + " --ids 1,2,3").out, foldserve("detokenize " + local + " --ids 1,2,3").out);
+}
+
+TEST_F(HubPull, PulledModelServesByNameUnderThatName) {
+  ASSERT_EQ(foldserve("pull " + kRepo).exit_code, 0);
+  ::setenv("HF_HUB_CACHE", cache().c_str(), 1);
+  ServerProcess server({kRepo, "--prompt-cache-gib", "0", "--device", "cpu"});
+  ::unsetenv("HF_HUB_CACHE");
+  ASSERT_TRUE(server.ready()) << server.stderr_text();
+  std::string reply = raw_exchange(server.port(), "GET /v1/models/" + kRepo + " HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(first_status(reply), 200) << reply;
+  EXPECT_TRUE(contains(reply, "\"id\":\"" + kRepo + "\"")) << reply;
+  EXPECT_TRUE(contains(server.stdout_text(), "\"model\":\"" + kRepo + "\"")) << server.stdout_text();
 }
 
 TEST_F(HubPull, ACutDownloadResumesWithRange) {
