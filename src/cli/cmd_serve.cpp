@@ -64,7 +64,7 @@ server::VisionOptions vision_options(const Args& args) {
 int serve(const std::vector<std::string>& argv) {
   Args args(argv,
             with_model_flags({"host", "port", "api-key", "api-key-file", "request-log", "served-model-name",
-                              "max-body-bytes", "queue-limit", "max-n", "prompt-cache-gib",
+                              "max-body-bytes", "queue-limit", "max-n", "prompt-cache-gib", "kv-pages",
                               "prompt-cache-host-gib", "memory-gib", "media-domains", "max-image-bytes",
                               "max-image-pixels", "max-images", "media-timeout-ms", "drain-seconds",
                               "max-connections", "max-connections-per-client", "header-timeout-ms",
@@ -81,7 +81,7 @@ int serve(const std::vector<std::string>& argv) {
   long long port = args.get_int("port", 8888);
   if (port < 0 || port > 65535) throw Error("--port must be between 0 and 65535");
   o.port = int(port);
-  o.engine = engine_options_from_args(args, 4);
+  o.engine = engine_options_from_args(args, 16);
   o.engine.queue_limit = int(args.get_int("queue-limit", o.engine.queue_limit));
   if (o.engine.queue_limit < 0) throw Error("--queue-limit must be ≥ 0");
   long long body = args.get_int("max-body-bytes", (long long)o.max_body_bytes);
@@ -112,7 +112,9 @@ int serve(const std::vector<std::string>& argv) {
   const double cache_gib = args.get_double("prompt-cache-gib", 1.0);
   const double host_gib = args.get_double("prompt-cache-host-gib", 0.0);
   const double memory_gib = args.get_double("memory-gib", 0.0);
-  o.prepare_engine = [cache_gib, host_gib, memory_gib](const LoadedModel& m, EngineOptions& eo) {
+  const long long kv_pages = args.get_int("kv-pages", 0);
+  if (kv_pages < 0 || kv_pages > (1 << 30)) throw Error("--kv-pages must be between 0 (sized to memory) and 2^30");
+  o.prepare_engine = [cache_gib, host_gib, memory_gib, kv_pages](const LoadedModel& m, EngineOptions& eo) {
     size_prompt_cache(eo, m.config, cache_gib, host_gib);
     size_t available = memory_gib > 0 ? size_t(memory_gib * double(1ull << 30)) : available_ram_bytes();
     size_t weights = m.model->weight_bytes();
@@ -120,6 +122,12 @@ int serve(const std::vector<std::string>& argv) {
       const vision::VisionEncoderStats vs = m.vision_encoder->stats();
       weights += vs.host_weight_bytes + vs.pinned_stage_bytes;
     }
+    eo.kv_pages = int(kv_pages);
+    if (eo.kv_pages == 0) eo.kv_pages = kv_pool_pages_for_serving(m.config, weights, eo, available);
+    const int page_tokens = eo.kv_page_tokens;
+    std::fprintf(stderr, "KV pool: %d pages of %d positions; up to %d streams at once, each up to %d positions "
+                         "(streams are admitted by the pages they use and preempted when the pool runs dry)\n",
+                 eo.kv_pages, page_tokens, eo.parallel, std::min(eo.context, eo.kv_pages * page_tokens));
     MemoryBudget budget = cpu_budget(m.config, weights, eo, available);
     std::fprintf(stderr, "%s", budget.report().c_str());
     if (m.vision_encoder)

@@ -111,3 +111,14 @@ int kv_pages_that_fit(const ModelConfig& c, size_t weight_bytes, const EngineOpt
 }
 
 }  // namespace fs
+
+namespace fs {
+
+int kv_pool_pages_for_serving(const ModelConfig& c, size_t weight_bytes, const EngineOptions& o, size_t available) {
+  const long long per_stream = (o.context + o.kv_page_tokens - 1) / o.kv_page_tokens;
+  const long long wanted = per_stream * o.parallel + std::max(0, o.prompt_cache_pages);
+  const long long room = kv_pages_that_fit(c, weight_bytes, o, available) / 2;
+  return int(std::max(per_stream, std::min({wanted, room, 1ll << 30})));
+}
+
+}  // namespace fs

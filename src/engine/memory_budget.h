@@ -44,4 +44,10 @@ MemoryBudget cpu_budget(const ModelConfig& config, size_t weight_bytes, const En
 // scratch, the prompt cache's host tier and the reserve. 0 when nothing is left.
 int kv_pages_that_fit(const ModelConfig& config, size_t weight_bytes, const EngineOptions& options, size_t available);
 
+// The pool a server starts with: room for `parallel` full-context streams and the prompt cache, shrunk to half of
+// what memory leaves (a CPU pool is allocated whole at start), never below one full-context stream (the budget then
+// refuses what cannot fit, with the numbers).
+int kv_pool_pages_for_serving(const ModelConfig& config, size_t weight_bytes, const EngineOptions& options,
+                              size_t available);
+
 }  // namespace fs

@@ -10,7 +10,7 @@ KvPool::KvPool(int layers, int kv_heads, int head_dim, int page_tokens, int page
     : layers_(layers), row_floats_(kv_heads * head_dim), page_tokens_(page_tokens) {
   page_floats_per_side_ = size_t(page_tokens) * size_t(row_floats_);
   page_floats_ = page_floats_per_side_ * 2 * size_t(layers);
-  if (host_storage) storage_.assign(page_floats_ * size_t(pages), 0.0f);
+  if (host_storage) storage_ = ZeroedMemory(page_floats_ * size_t(pages) * sizeof(float));
   refs_.assign(size_t(pages), 0);
   free_.reserve(size_t(pages));
   for (int p = pages - 1; p >= 0; --p) free_.push_back(p);
@@ -48,11 +48,11 @@ void KvPool::copy_positions(int32_t from, int32_t to, int positions) {
 }
 
 void KvPool::save_page(int32_t page, float* dst) const {
-  std::memcpy(dst, storage_.data() + size_t(page) * page_floats_, page_floats_ * sizeof(float));
+  std::memcpy(dst, storage_.floats() + size_t(page) * page_floats_, page_floats_ * sizeof(float));
 }
 
 void KvPool::load_page(int32_t page, const float* src) {
-  std::memcpy(storage_.data() + size_t(page) * page_floats_, src, page_floats_ * sizeof(float));
+  std::memcpy(storage_.floats() + size_t(page) * page_floats_, src, page_floats_ * sizeof(float));
 }
 
 }  // namespace fs

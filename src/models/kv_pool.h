@@ -6,6 +6,8 @@
 #include <optional>
 #include <vector>
 
+#include "core/zeroed_memory.h"
+
 namespace fs {
 
 class KvPool {
@@ -40,12 +42,12 @@ class KvPool {
 
  private:
   float* base(int32_t page, int layer) {
-    return storage_.data() + size_t(page) * page_floats_ + size_t(layer) * 2 * page_floats_per_side_;
+    return storage_.floats() + size_t(page) * page_floats_ + size_t(layer) * 2 * page_floats_per_side_;
   }
 
   int layers_, row_floats_, page_tokens_;
   size_t page_floats_per_side_, page_floats_;
-  std::vector<float> storage_;
+  ZeroedMemory storage_;  // touched page by page as pages are first used
   std::vector<int> refs_;
   std::vector<int32_t> free_;
 };

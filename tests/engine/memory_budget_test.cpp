@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "engine/memory_budget.h"
+#include "models/kv_pool.h"
 
 namespace fs {
 namespace {
@@ -64,6 +65,34 @@ TEST(MemoryBudget, KvPagesThatFitFillWhatTheOtherLinesLeave) {
   EXPECT_FALSE(over.fits());
   EXPECT_NE(over.report().find("a pool of " + std::to_string(pages + 1) + " pages"), std::string::npos);
   EXPECT_EQ(kv_pages_that_fit(small_config(), size_t(2) << 30, o, available), 0);
+}
+
+}  // namespace
+}  // namespace fs
+
+namespace fs {
+namespace {
+
+TEST(ServingPool, HoldsEveryStreamWhenMemoryAllowsElseShrinksButKeepsOneFullStream) {
+  ModelConfig c;
+  c.num_layers = 2;
+  c.num_kv_heads = 2;
+  c.head_dim = 16;
+  c.hidden_size = 64;
+  c.vocab_size = 1000;
+  EngineOptions o;
+  o.parallel = 8;
+  o.context = 1024;
+  o.prompt_cache_pages = 10;
+  const int per_stream = 1024 / o.kv_page_tokens;
+  EXPECT_EQ(kv_pool_pages_for_serving(c, 1 << 20, o, size_t(64) << 30), 8 * per_stream + 10);
+  const size_t page = KvPool::bytes_per_page(c.num_layers, c.num_kv_heads, c.head_dim, o.kv_page_tokens);
+  EngineOptions one_page = o;
+  one_page.kv_pages = 1;
+  const size_t others = cpu_budget(c, 1 << 20, one_page, 0).total() - page;
+  // Memory for four streams' pages: the pool takes half of it.
+  EXPECT_EQ(kv_pool_pages_for_serving(c, 1 << 20, o, others + 4 * size_t(per_stream) * page), 2 * per_stream);
+  EXPECT_EQ(kv_pool_pages_for_serving(c, 1 << 20, o, 1 << 20), per_stream);
 }
 
 }  // namespace

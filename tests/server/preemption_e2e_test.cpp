@@ -1,0 +1,59 @@
+// A server whose KV pool is too small for all its streams at once preempts and resumes them: every reply, greedy
+// or seeded, equals the same request run alone, and /metrics counts the preemptions.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/files.h"
+#include "support/fixtures.h"
+#include "support/server_process.h"
+
+namespace fs::test {
+namespace {
+
+using json = nlohmann::json;
+
+std::string reply_of(int port, const json& body) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(300, 0);
+  auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  if (!r || r->status != 200) return "HTTP error " + (r ? std::to_string(r->status) + " " + r->body : "no answer");
+  return json::parse(r->body)["choices"][0]["message"]["content"].get<std::string>();
+}
+
+TEST(PreemptionE2E, RepliesUnderAPoolTooSmallEqualTheirSoloRuns) {
+  FS_REQUIRE_SHARED(shared);
+  ServerProcess server({"--kv-pages", "12", "--context", "192", "--parallel", "8", "--prompt-cache-gib", "0"});
+  ASSERT_TRUE(server.ready()) << server.stderr_text();
+  json cases = read_json_file(shared / "reference" / "fortune-demo" / "cases.json")["cases"];
+  std::vector<json> bodies;
+  for (int i = 0; i < 8; ++i) {
+    json body = {{"messages", {{{"role", "user"}, {"content", cases[size_t(i) % cases.size()]["ask"]}}}},
+                 {"max_tokens", 96}};
+    body["temperature"] = i % 2 ? 1.0 : 0.0;
+    if (i % 2) body["seed"] = 100 + i;
+    bodies.push_back(body);
+  }
+  std::vector<std::string> solo;
+  for (const json& b : bodies) solo.push_back(reply_of(server.port(), b));
+  std::vector<std::string> together(bodies.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < bodies.size(); ++i)
+    clients.emplace_back([&, i] { together[i] = reply_of(server.port(), bodies[i]); });
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    EXPECT_EQ(together[i], solo[i]) << "request " << i;
+    EXPECT_EQ(solo[i].rfind("HTTP error", 0), std::string::npos) << solo[i];
+  }
+  httplib::Client c("127.0.0.1", server.port());
+  auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  size_t at = metrics->body.find("\nfoldserve_preemptions_total ");
+  ASSERT_NE(at, std::string::npos) << metrics->body;
+  EXPECT_GT(std::stol(metrics->body.substr(at + 29)), 0) << metrics->body.substr(at, 60);
+}
+
+}  // namespace
+}  // namespace fs::test
