@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -50,6 +51,7 @@ ServerProcess::ServerProcess(const std::vector<std::string>& args, int wait_seco
   std::vector<std::string> argv = {foldserve_binary(), "serve"};
   argv.insert(argv.end(), args.begin(), args.end());
   argv.insert(argv.end(), {"--port", std::to_string(port_)});
+  std::fflush(nullptr);  // so the child does not write our buffered output again
   pid_ = ::fork();
   if (pid_ == 0) {
     (void)!std::freopen((dir_ / "out").c_str(), "w", stdout);

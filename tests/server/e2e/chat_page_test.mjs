@@ -104,10 +104,15 @@ try {
 
   await check("the first reference prompt streams its reference reply, with a usage line", async () => {
     await watchReplies(page);
+    // A slowed download makes the stream arrive in several reads however fast the server answers.
+    const cdp = await context.newCDPSession(page);
+    const network = { offline: false, latency: 0, uploadThroughput: -1 };
+    await cdp.send("Network.emulateNetworkConditions", { ...network, downloadThroughput: throttledBytesPerSecond });
     const body = await sendFromPage(page, cases[0].ask);
     assert.equal(body.stream, true);
     assert.equal(body.stream_options.include_usage, true);
     await settled(page);
+    await cdp.send("Network.emulateNetworkConditions", { ...network, downloadThroughput: -1 });
     assert.equal(await lastReply(page).getAttribute("data-state"), "done");
     assert.equal(await lastReply(page).locator(".text").textContent(), cases[0].reply);
     const seen = await page.evaluate(() => window.replyTexts);
