@@ -19,12 +19,13 @@ namespace {
 
 // Logits of the prompt's last position, computed on a private pool.
 std::vector<float> last_logits(Model& model, const std::vector<int32_t>& ids) {
-  const auto& c = model.config();
+  const SequenceMemorySpec spec = model.memory_spec();
   const int P = 16, pages = int((ids.size() + P - 1) / P);
-  KvPool pool(c.num_layers, c.num_kv_heads, c.head_dim, P, pages);
+  KvPool pool(spec, P, pages, spec.has_state() ? 1 : 0);
   std::vector<int32_t> table;
   for (int i = 0; i < pages; ++i) table.push_back(*pool.allocate());
   SequenceChunk chunk{ids, 0, table, false};
+  if (spec.has_state()) chunk.state_slot = *pool.allocate_state();
   return model.forward(std::span<const SequenceChunk>(&chunk, 1), pool);
 }
 

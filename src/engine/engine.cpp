@@ -44,11 +44,18 @@ Engine::Engine(Model& model, EngineOptions options) : model_(model), options_(op
   if (options_.prefill_chunk < 1 || options_.round_tokens < 1) throw Error("chunk sizes must be positive");
   if (options_.kv_page_tokens < 1) throw Error("a KV page must hold at least one position");
   if (options_.kv_pages < 0) throw Error("--kv-pages must be ≥ 0");
-  const auto& c = model_.config();
+  const SequenceMemorySpec spec = model_.memory_spec();
+  state_slots_ = spec.has_state();
+  if (state_slots_ && (options_.prompt_cache_pages > 0 || options_.prompt_cache_host_pages > 0)) {
+    std::fprintf(stderr, "foldserve: the prompt cache is off for %s: it keeps K/V pages but not the recurrent state "
+                 "of its linear-attention layers\n", model_.config().architecture.c_str());
+    options_.prompt_cache_pages = 0;
+    options_.prompt_cache_host_pages = 0;
+  }
   const int P = options_.kv_page_tokens;
   const int pages = kv_pool_pages(options_);
   stream_positions_ = stream_positions(options_);
-  pool_ = std::make_unique<KvPool>(c.num_layers, c.num_kv_heads, c.head_dim, P, pages, model_.kv_on_host());
+  pool_ = std::make_unique<KvPool>(spec, P, pages, state_slots_ ? options_.parallel : 0, model_.kv_on_host());
   model_.attach_pool(*pool_);
   if (options_.prompt_cache_pages > 0)
     cache_ = std::make_unique<PromptCache>(*pool_, model_, options_.prompt_cache_pages,
@@ -174,6 +181,7 @@ void Engine::finish(Stream& s, FinishReason reason, const std::string& error) {
     why = e.what();
   }
   s.pages.clear();
+  release_state_slot(s);
   publish_cache_stats();
   GenerationResult r;
   r.reason = reason;

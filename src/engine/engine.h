@@ -119,6 +119,9 @@ class Engine {
   void finish(Stream& s, FinishReason reason, const std::string& error = "");
   void finish_cancelled_in_queue();
   bool grow_pages(Stream& s, int positions);
+  // Recurrent-state slots: one per admitted stream of a model that carries state; never throw.
+  void take_state_slot(Stream& s);
+  void release_state_slot(Stream& s);
   // Pages free now plus pages only the prompt cache holds.
   int room() const;
   void adopt_cached_prefix(Stream& s);
@@ -137,6 +140,7 @@ class Engine {
   EngineOptions options_;
   std::unique_ptr<KvPool> pool_;
   std::unique_ptr<PromptCache> cache_;
+  bool state_slots_ = false;  // the model carries recurrent state: one slot per admitted stream
   int stream_positions_ = 0;
   mutable std::mutex mu_;
   std::condition_variable wake_;

@@ -1,5 +1,6 @@
 // The engine's page books: admission by pages, page growth, and preemption of the youngest stream when the pool
 // runs dry.
+#include <cstdio>
 #include <iterator>
 
 #include "core/error.h"
@@ -64,6 +65,7 @@ void Engine::admit(Streams& active) {
       active.pop_back();
       break;
     }
+    take_state_slot(s);
     if (!s.admitted) {
       s.admitted = true;
       s.cached = s.computed;
@@ -95,6 +97,26 @@ void Engine::reset_to_queued(Stream& s, bool keep_prefix) {
   for (int32_t p : s.pages) pool_->release(p);
   s.pages.clear();
   s.computed = 0;
+  release_state_slot(s);
+}
+
+void Engine::take_state_slot(Stream& s) {
+  if (!state_slots_ || s.state_slot >= 0) return;
+  auto slot = pool_->allocate_state();
+  // Slots number `parallel` and admission keeps at most `parallel` streams active.
+  if (!slot) throw Error("no recurrent-state slot is free for an admitted stream");
+  s.state_slot = *slot;
+}
+
+void Engine::release_state_slot(Stream& s) {
+  if (s.state_slot < 0) return;
+  try {
+    pool_->release_state(s.state_slot);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "foldserve: releasing the state slot of stream %llu failed: %s\n", (unsigned long long)s.id,
+                 e.what());
+  }
+  s.state_slot = -1;
 }
 
 std::vector<RoundItem> Engine::plan_within_pool(std::vector<Stream*>& order) {

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "models/kv_pool.h"
+#include "models/model.h"
 
 namespace fs {
 
@@ -60,9 +61,19 @@ size_t available_ram_bytes() {
   return 0;
 }
 
+namespace {
+
+// Bytes of one KV page: K and V of the layers the model's memory spec says attend.
+size_t page_bytes_of(const ModelConfig& c, int page_tokens) {
+  const SequenceMemorySpec spec = memory_spec_for(c);
+  return KvPool::bytes_per_page(spec.kv_layers, spec.kv_heads, spec.head_dim, page_tokens);
+}
+
+}  // namespace
+
 void size_prompt_cache(EngineOptions& o, const ModelConfig& c, double device_gib, double host_gib) {
   if (device_gib < 0 || host_gib < 0) throw Error("prompt-cache budgets must be ≥ 0");
-  const double page = double(KvPool::bytes_per_page(c.num_layers, c.num_kv_heads, c.head_dim, o.kv_page_tokens));
+  const double page = double(page_bytes_of(c, o.kv_page_tokens));
   o.prompt_cache_pages = int(std::min(device_gib * double(1ull << 30) / page, 1e9));
   o.prompt_cache_host_pages = int(std::min(host_gib * double(1ull << 30) / page, 1e9));
 }
@@ -73,7 +84,7 @@ MemoryBudget cpu_budget(const ModelConfig& c, size_t weight_bytes, const EngineO
   b.available = available;
   b.lines.push_back({"weights", weight_bytes});
   const size_t P = size_t(o.kv_page_tokens);
-  const size_t page_bytes = KvPool::bytes_per_page(c.num_layers, c.num_kv_heads, c.head_dim, int(P));
+  const size_t page_bytes = page_bytes_of(c, int(P));
   if (o.kv_pages > 0) {
     b.lines.push_back({"KV pages (a pool of " + std::to_string(o.kv_pages) + " pages, at most " +
                            std::to_string(stream_positions(o)) + " positions per stream)",
@@ -90,6 +101,11 @@ MemoryBudget cpu_budget(const ModelConfig& c, size_t weight_bytes, const EngineO
   if (o.prompt_cache_host_pages > 0)
     b.lines.push_back({"prompt cache host tier (" + std::to_string(o.prompt_cache_host_pages) + " pages)",
                        size_t(o.prompt_cache_host_pages) * page_bytes});
+  const SequenceMemorySpec spec = memory_spec_for(c);
+  if (spec.has_state())
+    b.lines.push_back({"recurrent state slots (" + std::to_string(o.parallel) + " streams × " +
+                           std::to_string(spec.state_bytes()) + " bytes)",
+                       size_t(o.parallel) * spec.state_bytes()});
   const size_t rows = size_t(o.round_tokens) + size_t(o.parallel);
   const size_t per_row = size_t(c.hidden_size) * 4 + size_t(c.num_heads) * size_t(c.head_dim) * 2 +
                          size_t(c.num_kv_heads) * size_t(c.head_dim) * 2 + size_t(c.intermediate_size) * 2;
@@ -104,7 +120,7 @@ int kv_pages_that_fit(const ModelConfig& c, size_t weight_bytes, const EngineOpt
   EngineOptions one = o;
   one.kv_pages = 1;
   MemoryBudget b = cpu_budget(c, weight_bytes, one, available);
-  const size_t page_bytes = KvPool::bytes_per_page(c.num_layers, c.num_kv_heads, c.head_dim, o.kv_page_tokens);
+  const size_t page_bytes = page_bytes_of(c, o.kv_page_tokens);
   const size_t rest = b.total() - page_bytes;
   if (rest >= available) return 0;
   return int(std::min<size_t>((available - rest) / page_bytes, size_t(1) << 30));

@@ -19,6 +19,7 @@ struct Stream {
   int computed = 0;             // positions whose K/V are in the pages
   int cached = 0;               // prompt positions adopted from the prompt cache at the first admission
   std::vector<int32_t> pages;
+  int32_t state_slot = -1;      // recurrent-state slot while admitted (models with recurrent layers)
   uint64_t seed = 0;
   TokenCounts counts;
   int generated = 0;

@@ -112,8 +112,10 @@ ModelConfig parse_model_config(const json& root, const std::string& source) {
   c.num_layers = f.integer("num_hidden_layers");
   c.num_heads = f.integer("num_attention_heads");
   c.num_kv_heads = f.integer_or("num_key_value_heads", c.num_heads);
-  if (c.num_heads <= 0 || c.hidden_size <= 0 || c.vocab_size <= 0 || c.num_layers <= 0 || c.intermediate_size <= 0)
-    throw Error(source + ": sizes must be positive");
+  for (auto [key, value] : {std::pair{"num_attention_heads", c.num_heads}, {"hidden_size", c.hidden_size},
+                             {"vocab_size", c.vocab_size}, {"num_hidden_layers", c.num_layers},
+                             {"intermediate_size", c.intermediate_size}})
+    if (value <= 0) throw Error(source + ": field '" + key + "' must be positive (sizes must be positive)");
   if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0)
     throw Error(source + ": num_attention_heads must be a multiple of num_key_value_heads");
   c.head_dim = f.integer_or("head_dim", c.hidden_size / c.num_heads);
@@ -130,6 +132,7 @@ ModelConfig parse_model_config(const json& root, const std::string& source) {
   if (!bos.empty()) c.bos_id = bos[0];
   if (top.has("vision_config")) c.vision = root.at("vision_config");
   c.image_token_id = f.integer_or("image_token_id", -1);
+  c.fields = std::move(merged);
   return c;
 }
 

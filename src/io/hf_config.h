@@ -42,6 +42,7 @@ struct ModelConfig {
   std::optional<int32_t> bos_id;
   int32_t image_token_id = -1;  // the image-pad token of vision-language models
   nlohmann::json vision;  // vision_config, null when absent
+  nlohmann::json fields;  // every field (text_config's on top), for the options a family reads itself
 };
 
 // Parses a config.json object (the text part of nested `text_config` layouts is used). Throws fs::Error naming

@@ -16,6 +16,36 @@ KvPool::KvPool(int layers, int kv_heads, int head_dim, int page_tokens, int page
   for (int p = pages - 1; p >= 0; --p) free_.push_back(p);
 }
 
+KvPool::KvPool(const SequenceMemorySpec& spec, int page_tokens, int pages, int state_slots, bool host_storage)
+    : KvPool(spec.kv_layers, spec.kv_heads, spec.head_dim, page_tokens, pages, host_storage) {
+  state_floats_ = spec.state_floats;
+  if (state_floats_ == 0 || state_slots <= 0) return;
+  state_storage_ = ZeroedMemory(state_floats_ * size_t(state_slots) * sizeof(float));
+  state_used_.assign(size_t(state_slots), false);
+  for (int s = state_slots - 1; s >= 0; --s) state_free_.push_back(s);
+}
+
+std::optional<int32_t> KvPool::allocate_state() {
+  if (state_free_.empty()) return std::nullopt;
+  int32_t s = state_free_.back();
+  state_free_.pop_back();
+  state_used_[size_t(s)] = true;
+  return s;
+}
+
+void KvPool::release_state(int32_t slot) {
+  if (slot < 0 || size_t(slot) >= state_used_.size() || !state_used_[size_t(slot)])
+    throw Error("state slot " + std::to_string(slot) + " released while free");
+  state_used_[size_t(slot)] = false;
+  state_free_.push_back(slot);
+}
+
+float* KvPool::state(int32_t slot) {
+  if (slot < 0 || size_t(slot) >= state_used_.size() || !state_used_[size_t(slot)])
+    throw Error("state slot " + std::to_string(slot) + " is not allocated");
+  return state_storage_.floats() + size_t(slot) * state_floats_;
+}
+
 size_t KvPool::bytes_per_page(int layers, int kv_heads, int head_dim, int page_tokens) {
   return size_t(layers) * 2 * size_t(page_tokens) * size_t(kv_heads) * size_t(head_dim) * sizeof(float);
 }

@@ -1,12 +1,14 @@
 #pragma once
 // The KV cache as a pool of fixed-size pages shared by reference count. A page holds `page_tokens` positions of
-// keys and values for every layer: [layer][k|v][position][kv_heads * head_dim] floats.
+// keys and values for every attending layer: [layer][k|v][position][kv_heads * head_dim] floats. Beside the pages,
+// models with recurrent layers get state slots: one fixed-size block of floats per sequence.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <vector>
 
 #include "core/zeroed_memory.h"
+#include "models/memory_spec.h"
 
 namespace fs {
 
@@ -14,6 +16,8 @@ class KvPool {
  public:
   // Without host storage the pool only keeps the books (page ids, reference counts); a device backend holds the data.
   KvPool(int layers, int kv_heads, int head_dim, int page_tokens, int pages, bool host_storage = true);
+  // Pages for the spec's attending layers and `state_slots` slots of its recurrent state.
+  KvPool(const SequenceMemorySpec& spec, int page_tokens, int pages, int state_slots, bool host_storage = true);
 
   int page_tokens() const { return page_tokens_; }
   int pages_total() const { return int(refs_.size()); }
@@ -40,6 +44,14 @@ class KvPool {
   int layers() const { return layers_; }
   bool has_host_storage() const { return !storage_.empty(); }
 
+  // A free state slot (its contents are stale: a sequence starting at position 0 clears it), or nullopt.
+  std::optional<int32_t> allocate_state();
+  void release_state(int32_t slot);
+  float* state(int32_t slot);
+  size_t state_floats() const { return state_floats_; }
+  int state_slots_total() const { return int(state_used_.size()); }
+  int state_slots_free() const { return int(state_free_.size()); }
+
  private:
   float* base(int32_t page, int layer) {
     return storage_.floats() + size_t(page) * page_floats_ + size_t(layer) * 2 * page_floats_per_side_;
@@ -50,6 +62,10 @@ class KvPool {
   ZeroedMemory storage_;  // touched page by page as pages are first used
   std::vector<int> refs_;
   std::vector<int32_t> free_;
+  size_t state_floats_ = 0;
+  ZeroedMemory state_storage_;
+  std::vector<bool> state_used_;
+  std::vector<int32_t> state_free_;
 };
 
 }  // namespace fs

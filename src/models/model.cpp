@@ -19,6 +19,8 @@ SampledForward Model::forward_sampled(std::span<const SequenceChunk> chunks, std
   return out;
 }
 
+SequenceMemorySpec Model::memory_spec() const { return memory_spec_for(config()); }
+
 void Model::save_kv_page(KvPool& pool, int32_t page, float* dst) { pool.save_page(page, dst); }
 
 void Model::load_kv_page(KvPool& pool, int32_t page, const float* src) { pool.load_page(page, src); }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "io/hf_config.h"
+#include "models/memory_spec.h"
 
 namespace fs {
 
@@ -25,6 +26,9 @@ struct SequenceChunk {
   int rope_delta = 0;
   // Rows replacing the embeddings of the chunk's image-pad tokens, in order: [pads in chunk, hidden].
   std::span<const float> image_embeddings;
+  // The stream's recurrent-state slot in the pool (models with recurrent layers; -1 → none). A chunk starting at
+  // position 0 begins from a cleared state; any other continues the slot's state, which holds start_pos positions.
+  int32_t state_slot = -1;
 };
 
 // How the engine wants one logit row back: its logits (sampled on the host) or a token the model picks itself.
@@ -61,6 +65,8 @@ class Model {
   virtual SampledForward forward_sampled(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
                                          KvPool& pool);
   virtual size_t weight_bytes() const = 0;
+  // Which layers keep K/V pages and what recurrent state one sequence carries.
+  virtual SequenceMemorySpec memory_spec() const;
   // Whether K/V live in the pool's host storage (CPU) or in the backend's own memory, indexed by the same pages.
   virtual bool kv_on_host() const { return true; }
   // Called once by the engine with its pool, before the first forward (a device backend sizes its KV here).
@@ -74,6 +80,10 @@ class Model {
   // Floats per position per layer for K plus V (what one KV position costs, times layers).
   int kv_floats_per_token_per_layer() const { return 2 * config().num_kv_heads * config().head_dim; }
 };
+
+// The sequence memory of the family config.architecture names (every layer keeps K/V unless the family says
+// otherwise).
+SequenceMemorySpec memory_spec_for(const ModelConfig& config);
 
 // Builds the model named by config.architecture from the checkpoint; unknown architectures are refused by name.
 std::unique_ptr<Model> create_model(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint);

@@ -3,6 +3,8 @@
 #include "io/safetensors.h"
 #include "models/llama.h"
 #include "models/model.h"
+#include "models/qwen3_5.h"
+#include "models/qwen3_5_options.h"
 
 namespace fs {
 
@@ -18,10 +20,17 @@ LlamaFamilyOptions llama_family_options(const ModelConfig& c, const Checkpoint* 
   }
   if (a == "Qwen3ForCausalLM") return {.qkv_bias = c.attention_bias, .qk_norm = true};
   throw Error("architecture '" + a + "' is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
-              "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2_5_VLForConditionalGeneration)");
+              "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2_5_VLForConditionalGeneration, Qwen3_5ForCausalLM, "
+              "Qwen3_5ForConditionalGeneration)");
+}
+
+SequenceMemorySpec memory_spec_for(const ModelConfig& c) {
+  if (is_qwen3_5(c)) return qwen3_5_memory_spec(c);
+  return {.kv_layers = c.num_layers, .kv_heads = c.num_kv_heads, .head_dim = c.head_dim};
 }
 
 std::unique_ptr<Model> create_model(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint) {
+  if (is_qwen3_5(config)) return create_qwen3_5(config, std::move(checkpoint));
   LlamaFamilyOptions options = llama_family_options(config, checkpoint.get());
   return create_llama_family(config, std::move(checkpoint), options);
 }

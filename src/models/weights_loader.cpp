@@ -52,6 +52,17 @@ WeightMatrix load_matrix(const Checkpoint& ck, const std::string& name, int rows
   return w;
 }
 
+std::vector<float> load_floats(const Checkpoint& ck, const std::string& name, const std::vector<int64_t>& shape) {
+  TensorView t = ck.get(name);
+  check_shape(ck, t, name, shape);
+  size_t n = 1;
+  for (int64_t d : shape) n *= size_t(d);
+  std::vector<float> out(n);
+  const auto* bytes = static_cast<const uint8_t*>(t.data);
+  for (size_t i = 0; i < n; ++i) out[i] = element_to_f32(t.dtype(), bytes, i);
+  return out;
+}
+
 std::vector<float> load_vector(const Checkpoint& ck, const std::string& name, int n) {
   TensorView t = ck.get(name);
   check_shape(ck, t, name, {n});

@@ -8,8 +8,16 @@ ModelHarness::ModelHarness(const std::filesystem::path& dir, int max_positions) 
   config = load_model_config(dir);
   model = create_model(config, Checkpoint::open(dir));
   const int P = 16, n = (max_positions + P - 1) / P;
-  pool = std::make_unique<KvPool>(config.num_layers, config.num_kv_heads, config.head_dim, P, n);
+  const SequenceMemorySpec spec = model->memory_spec();
+  pool = std::make_unique<KvPool>(spec, P, n, spec.has_state() ? 1 : 0);
   for (int i = 0; i < n; ++i) pages.push_back(*pool->allocate());
+  if (spec.has_state()) state_slot = *pool->allocate_state();
+}
+
+SequenceChunk ModelHarness::chunk(std::span<const int32_t> ids, int start, bool all_logits) const {
+  SequenceChunk c{ids, start, pages, all_logits};
+  c.state_slot = state_slot;
+  return c;
 }
 
 std::vector<float> ModelHarness::prefill(const std::vector<int32_t>& ids, int chunk) {
@@ -17,14 +25,14 @@ std::vector<float> ModelHarness::prefill(const std::vector<int32_t>& ids, int ch
   std::vector<float> logits;
   for (size_t start = 0; start < ids.size(); start += size_t(chunk)) {
     size_t n = std::min(ids.size() - start, size_t(chunk));
-    SequenceChunk c{std::span<const int32_t>(ids.data() + start, n), int(start), pages, false};
+    SequenceChunk c = this->chunk(std::span<const int32_t>(ids.data() + start, n), int(start));
     logits = model->forward(std::span<const SequenceChunk>(&c, 1), *pool);
   }
   return logits;
 }
 
 std::vector<float> ModelHarness::step(int32_t id, int pos) {
-  SequenceChunk c{std::span<const int32_t>(&id, 1), pos, pages, false};
+  SequenceChunk c = chunk(std::span<const int32_t>(&id, 1), pos);
   return model->forward(std::span<const SequenceChunk>(&c, 1), *pool);
 }
 

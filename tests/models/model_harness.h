@@ -15,8 +15,11 @@ struct ModelHarness {
   std::unique_ptr<Model> model;
   std::unique_ptr<KvPool> pool;
   std::vector<int32_t> pages;
+  int32_t state_slot = -1;  // the one sequence's recurrent state (models that carry one)
 
   explicit ModelHarness(const std::filesystem::path& dir, int max_positions = 512);
+  // A chunk of `ids` at `start` over the harness's pages and state slot.
+  SequenceChunk chunk(std::span<const int32_t> ids, int start, bool all_logits = false) const;
   // Prefill `ids` from position 0 (one chunk or chunks of `chunk`), returning the last position's logits.
   std::vector<float> prefill(const std::vector<int32_t>& ids, int chunk = 0);
   // One decode step at position `pos`.

@@ -1,0 +1,130 @@
+#include "models/gated_attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cpu/ops.h"
+#include "core/thread_pool.h"
+#include "models/kv_pool.h"
+#include "models/weights_loader.h"
+
+namespace fs {
+
+namespace {
+
+std::vector<float> one_plus(std::vector<float> w) {
+  for (float& x : w) x = 1.0f + x;
+  return w;
+}
+
+// Rotates the first rotary_dim dims of each head (rotate-half layout within them); the rest pass through.
+void partial_rope(float* x, int rows, int heads, int head_dim, int rotary_dim, const float* cos, const float* sin) {
+  const int half = rotary_dim / 2;
+  for (int r = 0; r < rows; ++r) {
+    const float* c = cos + size_t(r) * half;
+    const float* s = sin + size_t(r) * half;
+    for (int h = 0; h < heads; ++h) {
+      float* v = x + (size_t(r) * heads + size_t(h)) * head_dim;
+      for (int i = 0; i < half; ++i) {
+        float a = v[i], b = v[i + half];
+        v[i] = a * c[i] - b * s[i];
+        v[i + half] = b * c[i] + a * s[i];
+      }
+    }
+  }
+}
+
+// Causal attention of each row over its own stream's keys 0..pos, in position order.
+void attend(const GatedAttentionShape& s, const AttentionRows& rows, KvPool& pool, int layer, const float* q,
+            float* out) {
+  const int hd = s.head_dim, nh = s.heads, group = s.heads / s.kv_heads;
+  const int row = pool.row_floats(), P = pool.page_tokens();
+  const float scale = 1.0f / std::sqrt(float(hd));
+  ThreadPool::global().parallel_for(rows.positions.size() * size_t(nh), [&](size_t begin, size_t end) {
+    std::vector<float> scores;
+    for (size_t item = begin; item < end; ++item) {
+      size_t t = item / size_t(nh);
+      int h = int(item % size_t(nh)), g = h / group;
+      const auto& pages = rows.chunks[size_t(rows.chunk_of[t])].pages;
+      const float* qh = q + (t * size_t(nh) + size_t(h)) * size_t(hd);
+      int n = rows.positions[t] + 1;
+      scores.resize(size_t(n));
+      float mx = -INFINITY;
+      for (int j = 0; j < n; ++j) {
+        const float* kj = pool.keys(pages[size_t(j / P)], layer) + size_t(j % P) * row + size_t(g) * hd;
+        scores[size_t(j)] = cpu::dot(qh, kj, hd) * scale;
+        mx = std::max(mx, scores[size_t(j)]);
+      }
+      float sum = 0;
+      for (int j = 0; j < n; ++j) sum += (scores[size_t(j)] = std::exp(scores[size_t(j)] - mx));
+      float* o = out + (t * size_t(nh) + size_t(h)) * size_t(hd);
+      std::fill_n(o, hd, 0.0f);
+      for (int j = 0; j < n; ++j) {
+        const float* vj = pool.values(pages[size_t(j / P)], layer) + size_t(j % P) * row + size_t(g) * hd;
+        cpu::axpy(scores[size_t(j)] / sum, vj, o, hd);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+GatedAttentionWeights load_gated_attention(const Checkpoint& ck, const std::string& p, const GatedAttentionShape& s,
+                                           int hidden) {
+  GatedAttentionWeights w;
+  const int Q = s.heads * s.head_dim, KV = s.kv_heads * s.head_dim;
+  w.q = load_matrix(ck, p + "q_proj.weight", 2 * Q, hidden);
+  w.k = load_matrix(ck, p + "k_proj.weight", KV, hidden);
+  w.v = load_matrix(ck, p + "v_proj.weight", KV, hidden);
+  w.o = load_matrix(ck, p + "o_proj.weight", hidden, Q);
+  w.q_norm = one_plus(load_vector(ck, p + "q_norm.weight", s.head_dim));
+  w.k_norm = one_plus(load_vector(ck, p + "k_norm.weight", s.head_dim));
+  return w;
+}
+
+void interleaved_mrope_angles(const std::vector<float>& inv_freq, const std::vector<int>& sections,
+                              const int* positions3, int n, float* cos, float* sin) {
+  const size_t half = inv_freq.size();
+  std::vector<int> axis(half, 0);
+  for (size_t i = 0; i < half; ++i) {
+    if (i % 3 == 1 && i < size_t(3 * sections[1])) axis[i] = 1;
+    else if (i % 3 == 2 && i < size_t(3 * sections[2])) axis[i] = 2;
+  }
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < half; ++i) {
+      float angle = float(positions3[size_t(r) * 3 + size_t(axis[i])]) * inv_freq[i];
+      cos[size_t(r) * half + i] = std::cos(angle);
+      sin[size_t(r) * half + i] = std::sin(angle);
+    }
+}
+
+void gated_attention_forward(const GatedAttentionWeights& w, const GatedAttentionShape& s, const float* x,
+                             const AttentionRows& rows, KvPool& pool, int kv_layer, float* out) {
+  const int T = int(rows.positions.size()), hd = s.head_dim, Q = s.heads * hd, KV = s.kv_heads * hd;
+  std::vector<float> qg(size_t(T) * 2 * Q), q(size_t(T) * Q), gate(size_t(T) * Q), k(size_t(T) * KV),
+      v(size_t(T) * KV), attn(size_t(T) * Q);
+  cpu::matmul(x, T, w.q, nullptr, qg.data());
+  cpu::matmul(x, T, w.k, nullptr, k.data());
+  cpu::matmul(x, T, w.v, nullptr, v.data());
+  // q_proj lays out [query | gate] per head.
+  for (size_t hr = 0; hr < size_t(T) * s.heads; ++hr) {
+    std::copy_n(qg.data() + hr * 2 * hd, hd, q.data() + hr * hd);
+    std::copy_n(qg.data() + hr * 2 * hd + hd, hd, gate.data() + hr * hd);
+  }
+  cpu::rmsnorm(q.data(), w.q_norm.data(), T * s.heads, hd, s.eps, q.data());
+  cpu::rmsnorm(k.data(), w.k_norm.data(), T * s.kv_heads, hd, s.eps, k.data());
+  partial_rope(q.data(), T, s.heads, hd, s.rotary_dim, rows.cos, rows.sin);
+  partial_rope(k.data(), T, s.kv_heads, hd, s.rotary_dim, rows.cos, rows.sin);
+  const int row = pool.row_floats(), P = pool.page_tokens();
+  for (int t = 0; t < T; ++t) {
+    int pos = rows.positions[size_t(t)];
+    int32_t page = rows.chunks[size_t(rows.chunk_of[size_t(t)])].pages[size_t(pos / P)];
+    std::copy_n(k.data() + size_t(t) * row, row, pool.keys(page, kv_layer) + size_t(pos % P) * row);
+    std::copy_n(v.data() + size_t(t) * row, row, pool.values(page, kv_layer) + size_t(pos % P) * row);
+  }
+  attend(s, rows, pool, kv_layer, q.data(), attn.data());
+  for (size_t i = 0; i < attn.size(); ++i) attn[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
+  cpu::matmul(attn.data(), T, w.o, nullptr, out);
+}
+
+}  // namespace fs

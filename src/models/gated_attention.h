@@ -1,0 +1,48 @@
+#pragma once
+// The gated full-attention layer of Qwen3.5 on the CPU: q_proj gives a query and a gate per head, q/k RMSNorm
+// (1 + w), rotary on the leading part of each head, causal attention over the paged K/V, output × sigmoid(gate).
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/weight.h"
+#include "models/model.h"
+
+namespace fs {
+
+class Checkpoint;
+class KvPool;
+
+struct GatedAttentionShape {
+  int heads = 0, kv_heads = 0, head_dim = 0, rotary_dim = 0;
+  float eps = 1e-6f;
+};
+
+struct GatedAttentionWeights {
+  WeightMatrix q, k, v, o;                // q: [heads × 2 × head_dim, hidden], query and gate per head
+  std::vector<float> q_norm, k_norm;      // 1 + w
+  size_t bytes() const { return q.bytes() + k.bytes() + v.bytes() + o.bytes(); }
+};
+
+GatedAttentionWeights load_gated_attention(const Checkpoint& ck, const std::string& prefix,
+                                           const GatedAttentionShape& shape, int hidden);
+
+// Where each row of a forward pass sits: its position and its chunk (whose page table holds its K/V).
+struct AttentionRows {
+  std::span<const SequenceChunk> chunks;
+  std::span<const int> positions;
+  std::span<const int> chunk_of;
+  const float* cos = nullptr;  // [T, rotary_dim / 2]
+  const float* sin = nullptr;
+};
+
+// Interleaved M-RoPE angles: rotary index i takes h when i % 3 == 1 and i < 3·sections[1], w when i % 3 == 2 and
+// i < 3·sections[2], else t. positions3 [n, 3].
+void interleaved_mrope_angles(const std::vector<float>& inv_freq, const std::vector<int>& sections,
+                              const int* positions3, int n, float* cos, float* sin);
+
+// x [T, hidden] (already normed) → out [T, hidden]; the rows' K/V go into pool layer `kv_layer` first.
+void gated_attention_forward(const GatedAttentionWeights& w, const GatedAttentionShape& shape, const float* x,
+                             const AttentionRows& rows, KvPool& pool, int kv_layer, float* out);
+
+}  // namespace fs

@@ -1,0 +1,102 @@
+// The engine on a hybrid model (tiny-qwen3.5: Gated DeltaNet layers with a recurrent state slot per stream beside
+// K/V pages for its attention layer): concurrent == solo, chunked == whole, preempted == solo, bit for bit.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "engine_runner.h"
+#include "io/safetensors.h"
+#include "support/fixtures.h"
+
+namespace fs::test {
+namespace {
+
+class Qwen35Engine : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    FS_REQUIRE_SHARED(shared);
+    auto dir = shared / "models/tiny-qwen3.5";
+    config = load_model_config(dir);
+    model = create_model(config, Checkpoint::open(dir));
+    ASSERT_TRUE(model->memory_spec().has_state());
+  }
+
+  GenerationRequest request(int i, int max_tokens) const {
+    std::mt19937 rng(uint32_t(100 + i));
+    std::uniform_int_distribution<int32_t> token(0, config.vocab_size - 1);
+    GenerationRequest r;
+    r.prompt.resize(size_t(5 + 9 * i));  // 5 .. 68 tokens: chunk edges fall everywhere
+    for (auto& t : r.prompt) t = token(rng);
+    r.max_tokens = max_tokens;
+    r.sampling.logprobs = true;
+    r.sampling.top_logprobs = 3;
+    if (i % 2) {
+      r.sampling.temperature = 0.8f;
+      r.sampling.seed = uint64_t(7 + i);
+    } else {
+      r.sampling.temperature = 0.0f;
+    }
+    return r;
+  }
+
+  std::vector<std::vector<SampledToken>> solo_runs(int streams, int max_tokens) {
+    std::vector<std::vector<SampledToken>> want;
+    for (int i = 0; i < streams; ++i) want.push_back(run_solo(*model, request(i, max_tokens)));
+    return want;
+  }
+
+  ModelConfig config;
+  std::unique_ptr<Model> model;
+};
+
+TEST_F(Qwen35Engine, EightConcurrentStreamsAtEveryChunkSizeEqualTheirSoloRuns) {
+  constexpr int kStreams = 8, kMaxTokens = 12;
+  const auto want = solo_runs(kStreams, kMaxTokens);
+  for (int chunk : {1, 3, 17, 64}) {
+    SCOPED_TRACE("prefill chunk " + std::to_string(chunk));
+    EngineOptions o;
+    o.parallel = kStreams;
+    o.context = 128;
+    o.prefill_chunk = chunk;
+    o.round_tokens = 2 * chunk + kStreams;
+    Engine engine(*model, o);
+    EngineRunner runner(engine);
+    std::vector<std::shared_ptr<Collected>> got;
+    for (int i = 0; i < kStreams; ++i) got.push_back(runner.submit(request(i, kMaxTokens)));
+    runner.wait_all();
+    for (int i = 0; i < kStreams; ++i) {
+      SCOPED_TRACE("request " + std::to_string(i));
+      ASSERT_EQ(got[size_t(i)]->tokens.size(), size_t(kMaxTokens));
+      EXPECT_TRUE(same_bits(got[size_t(i)]->tokens, want[size_t(i)]));
+    }
+  }
+}
+
+TEST_F(Qwen35Engine, PreemptedStreamsRecomputeTheirStateAndEqualTheirSoloRuns) {
+  constexpr int kStreams = 8, kMaxTokens = 24, kPoolPages = 12;
+  const auto want = solo_runs(kStreams, kMaxTokens);
+  EngineOptions o;
+  o.parallel = kStreams;
+  o.context = 128;
+  o.prefill_chunk = 16;
+  o.round_tokens = 48;
+  o.kv_pages = kPoolPages;
+  o.prompt_cache_pages = 4;  // turned off for a model with recurrent state
+  Engine engine(*model, o);
+  EngineRunner runner(engine);
+  std::vector<std::shared_ptr<Collected>> got;
+  for (int i = 0; i < kStreams; ++i) got.push_back(runner.submit(request(i, kMaxTokens)));
+  runner.wait_all();
+  for (int i = 0; i < kStreams; ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    EXPECT_TRUE(same_bits(got[size_t(i)]->tokens, want[size_t(i)]));
+    EXPECT_EQ(got[size_t(i)]->result.reason, FinishReason::Length);
+  }
+  const EngineStats s = engine.stats();
+  EXPECT_GT(s.preemptions, 0u);
+  EXPECT_EQ(s.kv_pages_used, 0);
+  EXPECT_EQ(s.prompt_cache.lookups, 0u);
+}
+
+}  // namespace
+}  // namespace fs::test
