@@ -25,6 +25,9 @@ struct SequenceChunk;
 struct SampledForward;
 struct RowSampling;
 struct RoundItem;
+namespace structured {
+class TokenConstraint;
+}
 
 enum class FinishReason { Stop, Length, Cancelled, Error };
 const char* finish_reason_name(FinishReason r);
@@ -51,6 +54,9 @@ struct GenerationRequest {
   // images never share a prefix.
   std::vector<uint64_t> cache_keys;
   bool allow_draft = true;
+  // Limits every sampled token to those this grammar state allows (the stream is then sampled on the host);
+  // advanced by each token the stream accepts, so a preempted stream resumes where it was.
+  std::shared_ptr<structured::TokenConstraint> constraint;
   // Runs on the engine thread for every generated token except a final eos; false ends the stream (reason Stop).
   std::function<bool(const SampledToken&)> on_token;
   // Runs once, on the engine thread, when the stream ends for any reason.

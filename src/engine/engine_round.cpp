@@ -9,6 +9,7 @@
 #include "engine/stream.h"
 #include "models/kv_pool.h"
 #include "models/model.h"
+#include "text/structured/token_constraint.h"
 
 namespace fs {
 
@@ -68,7 +69,8 @@ void Engine::round(Streams& active) {
   for (const auto& it : items)
     if (it.samples) {
       const Stream& s = *it.stream;
-      sampling.push_back(row_sampling_for(s.request.sampling, model_samples && device_sampleable(s.request.sampling),
+      sampling.push_back(row_sampling_for(s.request.sampling, model_samples && device_sampleable(s.request.sampling) &&
+                                              !s.request.constraint,
                                           s.seed, s.tokens.size()));
     }
   SampledForward out;
@@ -99,6 +101,10 @@ void Engine::round(Streams& active) {
       tok.id = picked;
     } else {
       std::span<float> l(out.logits.data() + logit_row++ * V, V);
+      if (s.request.constraint && s.request.constraint->mask(l, s.request.eos_ids) == 0) {
+        finish(s, FinishReason::Error, "the output constraint allows no token here");
+        continue;
+      }
       tok = sample_token(l, s.request.sampling, s.counts, s.seed, s.tokens.size());
     }
     ++s.generated;
@@ -110,6 +116,7 @@ void Engine::round(Streams& active) {
     s.tokens.push_back(tok.id);
     s.keys.push_back(uint64_t(uint32_t(tok.id)));
     ++s.counts.reply[tok.id];
+    if (s.request.constraint) s.request.constraint->accept(tok.id);
     bool keep = true;
     try {
       keep = !s.request.on_token || s.request.on_token(tok);

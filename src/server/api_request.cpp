@@ -137,10 +137,7 @@ GenerationFields generation_fields(const json& j, bool chat, const ParseLimits& 
   }
   g.allow_draft = boolean(j, "draft").value_or(true);
   g.tokens_as_ids = boolean(j, "return_tokens_as_token_ids").value_or(false);
-  if (const json* rf = member(j, "response_format")) {
-    if (!rf->is_object() || !rf->contains("type") || (*rf)["type"] != "text")
-      fail("response_format", "only 'response_format': {\"type\": \"text\"} is supported");
-  }
+  g.constraint = response_constraint(j);
   if (boolean(j, "echo").value_or(false)) fail("echo", "'echo' is not supported");
   if (const json* bo = member(j, "best_of"); bo && !(bo->is_number_integer() && bo->get<long long>() == g.n))
     fail("best_of", "'best_of' other than n is not supported");
@@ -337,6 +334,10 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const ParseLimits&
       r.template_kwargs = *kw;
     }
     r.gen = generation_fields(j, true, limits);
+    if (auto forced = tool_constraint(j, r.tools)) {
+      if (r.gen.constraint) fail("tool_choice", "a forced tool call cannot be combined with '" + r.gen.constraint->param + "'");
+      r.gen.constraint = std::move(forced);
+    }
     return r;
   } catch (const ApiException& e) {
     return e.error;

@@ -13,6 +13,7 @@
 #include "engine/sampling_params.h"
 #include "io/hf_config.h"
 #include "server/api_error.h"
+#include "server/output_constraint.h"
 
 namespace fs::server {
 
@@ -32,6 +33,7 @@ struct GenerationFields {
   bool include_usage = false;
   bool allow_draft = true;
   bool tokens_as_ids = false;  // return_tokens_as_token_ids (as vLLM): logprob tokens read "token_id:N"
+  std::optional<RequestedConstraint> constraint;  // response_format / regex / a forced tool call
 };
 
 // An image part of a chat message: its URL (data: or http(s)) and where it sat in the request.

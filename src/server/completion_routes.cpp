@@ -7,6 +7,7 @@
 #include "server/api_request.h"
 #include "server/image_input.h"
 #include "server/openai_format.h"
+#include "server/output_constraint.h"
 #include "server/reply_splitter.h"
 #include "server/request_trace.h"
 #include "server/server_state.h"
@@ -236,6 +237,8 @@ void generate(Server::State& s, const http::Request& req, http::Response& res, s
               const std::vector<std::vector<int32_t>>& prompts, const GenerationFields& gen,
               const std::string& prompt_param, const PromptExtras& extras = {}) {
   LoadedModel& m = *s.model;
+  std::shared_ptr<structured::CompiledConstraint> constraint;
+  if (gen.constraint) constraint = compile_constraint(*m.tokenizer, *gen.constraint);
   std::vector<ChoiceSpec> specs;
   for (const auto& prompt : prompts) {
     for (int j = 0; j < gen.n; ++j) {
@@ -248,6 +251,7 @@ void generate(Server::State& s, const http::Request& req, http::Response& res, s
       c.stop = gen.stop;
       c.allow_draft = gen.allow_draft;
       c.tokens_as_ids = gen.tokens_as_ids;
+      c.constraint = constraint;
       reply->prompt_sizes.push_back(int(prompt.size()));
       specs.push_back(std::move(c));
     }
@@ -304,6 +308,9 @@ void chat_completions(Server::State& s, const http::Request& req, http::Response
   LoadedModel& m = *s.model;
   if (!m.chat_template)
     return s.answer_error(res, bad_request("messages", "this model has no chat template; use /v1/completions"));
+  if (r.gen.constraint && r.gen.constraint->param == "tool_choice" &&
+      m.chat_template->source().find("<tool_call>") == std::string::npos)
+    return s.answer_error(res, bad_request("tool_choice", "this model's chat template has no tool-call syntax to force"));
   std::string prompt;
   try {
     prompt = m.chat_template->render(r.messages, r.tools, true, r.template_kwargs);

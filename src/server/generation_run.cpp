@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "server/api_error.h"
 #include "text/stop_matcher.h"
+#include "text/structured/token_constraint.h"
 #include "text/tokenizer.h"
 
 namespace fs::server {
@@ -46,6 +47,7 @@ std::shared_ptr<GenerationRun> GenerationRun::start(const Context& ctx, std::vec
     req.max_tokens = c.max_tokens > 0 ? std::min(c.max_tokens, std::max(room, 1)) : std::max(room, 1);
     req.sampling = c.sampling;
     req.allow_draft = c.allow_draft;
+    if (c.constraint) req.constraint = std::make_shared<structured::TokenConstraint>(c.constraint);
     req.eos_ids = ctx.eos_ids;
     req.prompt = std::move(c.prompt);
     req.mrope_positions = std::move(c.extras.mrope_positions);

@@ -16,6 +16,9 @@
 
 namespace fs {
 class Tokenizer;
+namespace structured {
+class CompiledConstraint;
+}
 }
 
 namespace fs::server {
@@ -37,6 +40,7 @@ struct ChoiceSpec {
   std::vector<std::string> stop;
   bool allow_draft = true;
   bool tokens_as_ids = false;  // logprob tokens as "token_id:N"
+  std::shared_ptr<structured::CompiledConstraint> constraint;  // each choice keeps its own state in it
 };
 
 struct TokenLogprob {

@@ -148,7 +148,12 @@ TEST(ApiRequest, RejectsBadChatBodiesNamingTheParam) {
       {u + R"("tools":[{"type":"retrieval","function":{"name":"f"}}]})", "tools[0].type"},
       {u + R"("tool_choice":"sometimes"})", "tool_choice"},
       {u + R"("chat_template_kwargs":[]})", "chat_template_kwargs"},
-      {u + R"("response_format":{"type":"json_object"}})", "response_format"},
+      {u + R"("response_format":{"type":"yaml"}})", "response_format.type"},
+      {u + R"("response_format":{"type":"json_schema","json_schema":{"name":"x"}}})", "response_format.json_schema.schema"},
+      {u + R"("regex":""})", "regex"},
+      {u + R"("regex":"a","response_format":{"type":"json_object"}})", "regex"},
+      {u + R"("tool_choice":"required"})", "tool_choice"},
+      {u + R"("tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}})", "tool_choice"},
   };
   for (const auto& c : cases) {
     ApiError e = chat_error(c.body);
