@@ -58,6 +58,9 @@ server::VisionOptions vision_options(const Args& args) {
   long long timeout = args.get_int("media-timeout-ms", (long long)v.fetch.timeout.count());
   if (timeout < 1) throw Error("--media-timeout-ms must be at least 1");
   v.fetch.timeout = std::chrono::milliseconds(timeout);
+  v.max_image_seconds = args.get_double("max-image-seconds", v.max_image_seconds);
+  if (!(v.max_image_seconds >= 0 && v.max_image_seconds <= 3600))
+    throw Error("--max-image-seconds must be between 0 (no time bound) and 3600");
   return v;
 }
 
@@ -66,7 +69,7 @@ int serve(const std::vector<std::string>& argv) {
             with_model_flags({"host", "port", "api-key", "api-key-file", "request-log", "served-model-name",
                               "max-body-bytes", "queue-limit", "max-n", "prompt-cache-gib", "kv-pages",
                               "prompt-cache-host-gib", "memory-gib", "media-domains", "max-image-bytes",
-                              "max-image-pixels", "max-images", "media-timeout-ms", "drain-seconds",
+                              "max-image-pixels", "max-image-seconds", "max-images", "media-timeout-ms", "drain-seconds",
                               "max-connections", "max-connections-per-client", "header-timeout-ms",
                               "body-timeout-ms"}),
             {"vision", "vision-host", "media-allow-local"});

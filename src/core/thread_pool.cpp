@@ -63,7 +63,16 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
   done_.wait(lock, [&] { return pending_ == 0; });
 }
 
+namespace {
+thread_local ThreadPool* installed_pool = nullptr;
+}
+
+ThreadPool::Use::Use(ThreadPool& pool) : previous_(installed_pool) { installed_pool = &pool; }
+
+ThreadPool::Use::~Use() { installed_pool = previous_; }
+
 ThreadPool& ThreadPool::global() {
+  if (installed_pool) return *installed_pool;
   static ThreadPool pool([] {
     if (const char* env = std::getenv("FOLDSERVE_THREADS")) {
       int n = std::atoi(env);

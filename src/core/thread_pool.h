@@ -19,8 +19,21 @@ class ThreadPool {
   // Splits [0, n) into size() contiguous ranges and runs body(begin, end) on each; the caller runs one.
   void parallel_for(size_t n, const std::function<void(size_t, size_t)>& body);
 
-  // The process-wide pool, sized by FOLDSERVE_THREADS or the hardware.
+  // The calling thread's pool: the one a ThreadPool::Use on this thread installed, else the process-wide pool
+  // (sized by FOLDSERVE_THREADS or the hardware).
   static ThreadPool& global();
+
+  // Makes `pool` the calling thread's pool (what global() returns there) while it lives.
+  class Use {
+   public:
+    explicit Use(ThreadPool& pool);
+    ~Use();
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+
+   private:
+    ThreadPool* previous_;
+  };
 
  private:
   void worker_loop(int index);

@@ -317,10 +317,14 @@ void chat_completions(Server::State& s, const http::Request& req, http::Response
   } catch (const Error& e) {
     return s.answer_error(res, bad_request("messages", std::string("the chat template failed: ") + e.what()));
   }
-  // Each image is fetched, decoded and encoded once, here on the request thread, after the cheaper checks.
+  // Each image is fetched, decoded and encoded once, after the cheaper checks, on the tower's scheduler; it stops
+  // when the client leaves or the drain time is over.
   std::vector<EncodedImage> images;
   if (!r.images.empty()) {
-    images = encode_images(r.images, m, s.options.vision);
+    EncodeControl control;
+    control.should_stop = [&s, &req] { return s.abort_streams.load() || (req.client_gone && req.client_gone()); };
+    control.max_image_tokens = s.options.engine.context;
+    images = encode_images(r.images, m, s.options.vision, control);
     current_trace().details["images"] = images.size();
   }
   auto reply = std::make_shared<Reply>();

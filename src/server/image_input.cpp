@@ -9,15 +9,16 @@
 #include "engine/loaded_model.h"
 #include "io/safetensors.h"
 #include "server/api_error.h"
+#include "core/thread_pool.h"
 #include "vision/image_processor.h"
+#include "vision/scheduled_encoder.h"
 #include "vision/vision_encoder.h"
 #include "vision/vision_tower_config.h"
 
 namespace fs::server {
 namespace {
 
-// One tower encode at a time: each already fills the thread pool or the GPU, the CUDA tower's stage and scratch
-// serve one image at a time, and this bounds the memory that concurrent image requests hold.
+// One tower encode at a time for an encoder not behind a scheduler: each already fills the thread pool or the GPU.
 std::mutex& tower_mutex() {
   static std::mutex mu;
   return mu;
@@ -47,7 +48,12 @@ void attach_vision(LoadedModel& m, const VisionOptions& o) {
   eo.device = m.model ? m.model->device_name() : "cpu";
   eo.weights_on_host = o.weights_on_host;
   eo.max_patches = admitted_patches(*m.image_processor, o);
-  m.vision_encoder = vision::create_vision_encoder(tower_config, m.checkpoint, eo);
+  std::shared_ptr<vision::VisionEncoder> device = vision::create_vision_encoder(tower_config, m.checkpoint, eo);
+  vision::ImageTimeBudget budget;
+  budget.max_seconds = o.max_image_seconds;
+  budget.cap_patches = eo.max_patches;
+  budget.threads = ThreadPool::global().size();
+  m.vision_encoder = std::make_shared<vision::ScheduledVisionEncoder>(std::move(device), budget);
 }
 
 std::string image_refusal(const LoadedModel& m, const VisionOptions& o) {
@@ -68,29 +74,79 @@ std::vector<std::string> reserved_image_text(const LoadedModel& m) {
   return out;
 }
 
+namespace {
+
+// Refuses (400 naming the part) an image whose resized size is over what the server admits.
+void check_admitted(const ImageRef& ref, const vision::RgbImage& image, const vision::ImageGrid& grid,
+                    const vision::ScheduledVisionEncoder* scheduled, const vision::ImageProcessorConfig& p,
+                    const EncodeControl& control) {
+  const int64_t side = p.patch_size;
+  const std::string size = std::to_string(image.width) + "x" + std::to_string(image.height) + " image is resized to " +
+                           std::to_string(int64_t(grid.w) * side) + "x" + std::to_string(int64_t(grid.h) * side) +
+                           " = " + std::to_string(grid.patches() * side * side) + " pixels";
+  if (scheduled && grid.patches() > scheduled->admitted_patches())
+    throw ApiException{bad_request(ref.param, "image '" + ref.param + "': the " + size + "; this server admits " +
+                                                  scheduled->admitted_reason() + "; send a smaller image")};
+  const int64_t tokens = grid.patches() / (int64_t(p.merge_size) * p.merge_size);
+  if (control.max_image_tokens > 0 && tokens > control.max_image_tokens)
+    throw ApiException{bad_request(ref.param, "image '" + ref.param + "': the " + size + ", " +
+                                                  std::to_string(tokens) + " image tokens; the context holds " +
+                                                  std::to_string(control.max_image_tokens))};
+}
+
+}  // namespace
+
 std::vector<EncodedImage> encode_images(const std::vector<ImageRef>& images, const LoadedModel& m,
-                                        const VisionOptions& o) {
+                                        const VisionOptions& o, const EncodeControl& control) {
+  auto* scheduled = dynamic_cast<vision::ScheduledVisionEncoder*>(m.vision_encoder.get());
   std::vector<EncodedImage> out;
   out.reserve(images.size());
   for (const ImageRef& ref : images) {
     EncodedImage e;
-    vision::PixelPatches patches;
+    vision::FetchedMedia media;
     try {
       vision::MediaFetchOptions fetch = o.fetch;
       fetch.max_bytes = std::min(fetch.max_bytes, o.decode.max_bytes);
-      vision::FetchedMedia media = vision::fetch_media(ref.url, fetch);
-      vision::RgbImage image = vision::decode_image(media.bytes, o.decode);
-      patches = vision::preprocess_image(image, *m.image_processor);
-      e.grid = patches.grid;
-      e.digest = vision::image_digest(image, e.grid);
+      media = vision::fetch_media(ref.url, fetch);
     } catch (const Error& err) {
       throw ApiException{bad_request(ref.param, std::string("image '") + ref.param + "': " + err.what())};
     }
+    // Decode, preprocess and encode: on the tower's scheduler when there is one, checking `cancel` between steps.
+    auto work = [&](const vision::CancelFlag& cancel) {
+      vision::PixelPatches patches;
+      try {
+        vision::RgbImage image = vision::decode_image(media.bytes, o.decode);
+        check_admitted(ref, image, vision::grid_for_size(image.width, image.height, *m.image_processor), scheduled,
+                       *m.image_processor, control);
+        vision::throw_if_cancelled(&cancel);
+        patches = vision::preprocess_image(image, *m.image_processor);
+        e.grid = patches.grid;
+        e.digest = vision::image_digest(image, e.grid);
+      } catch (const vision::EncodeCancelled&) {
+        throw;
+      } catch (const Error& err) {
+        throw ApiException{bad_request(ref.param, std::string("image '") + ref.param + "': " + err.what())};
+      }
+      try {
+        vision::VisionEncoder& encoder = scheduled ? scheduled->device() : *m.vision_encoder;
+        e.features = encoder.encode_cancellable(patches, cancel);
+      } catch (const vision::EncodeCancelled&) {
+        throw;
+      } catch (const Error& err) {
+        throw ApiException{server_error(std::string("the vision tower failed: ") + err.what())};
+      }
+    };
     try {
-      std::lock_guard<std::mutex> lock(tower_mutex());
-      e.features = m.vision_encoder->encode(patches);
-    } catch (const Error& err) {
-      throw ApiException{server_error(std::string("the vision tower failed: ") + err.what())};
+      if (scheduled) {
+        scheduled->run(work, control.should_stop);
+      } else {
+        std::lock_guard<std::mutex> lock(tower_mutex());
+        vision::CancelFlag never{false};
+        work(never);
+      }
+    } catch (const vision::EncodeCancelled&) {
+      throw ApiException{ApiError{503, "the image encode was cancelled: the client left or the server is shutting down",
+                                  "server_error", "", "cancelled"}};
     }
     out.push_back(std::move(e));
   }

@@ -1,8 +1,10 @@
 #pragma once
-// Image parts of a chat request turned into engine inputs on the request thread: each image fetched, decoded,
-// preprocessed and run through the vision tower once, then the multimodal prompt (pads expanded, M-RoPE
+// Image parts of a chat request turned into engine inputs: each image fetched on the request thread, then decoded,
+// preprocessed and run through the vision tower once on the tower's scheduler (off the engine's round loop),
+// then the multimodal prompt (pads expanded, M-RoPE
 // positions, features) with prompt-cache keys that tie every image-pad token to its image's digest.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,10 +27,12 @@ struct VisionOptions {
   vision::DecodeLimits decode;       // --max-image-bytes, --max-image-pixels
   int max_images = 16;               // per request
   bool weights_on_host = false;      // --vision-host: a GPU tower's weights in pinned host memory, staged per unit
+  double max_image_seconds = 5;      // --max-image-seconds: largest image = what the tower encodes in this time
 };
 
-// Loads the vision encoder (on the text model's device, sized for the largest image the processor admits) and the
-// preprocessor config into `m` when its checkpoint has a vision_config; a model without one is left text-only,
+// Loads the vision encoder (on the text model's device, sized for the largest image the processor admits, run
+// through a low-priority scheduler, its admitted image size measured) and the preprocessor config into `m` when
+// its checkpoint has a vision_config; a model without one is left text-only,
 // and a model whose encoder is already attached is left as it is. Throws fs::Error for a vision model whose tower
 // is not supported or does not fit.
 void attach_vision(LoadedModel& m, const VisionOptions& o);
@@ -45,10 +49,15 @@ struct EncodedImage {
   std::vector<float> features;  // [grid.patches() / merge², hidden]
 };
 
-// Fetch → decode → preprocess → tower for each image, in order. Throws ApiException (400 naming the part) for
-// refused fetches and broken or unsupported images.
+struct EncodeControl {
+  std::function<bool()> should_stop;  // polled while an image waits or encodes: the client left, the server drains
+  int64_t max_image_tokens = 0;       // an image's pad tokens must fit this (the context; 0: no check)
+};
+
+// Fetch → decode → preprocess → tower for each image, in order. Throws ApiException: 400 naming the part for
+// refused fetches, broken or unsupported images and images over the admitted size; 503 when should_stop ended it.
 std::vector<EncodedImage> encode_images(const std::vector<ImageRef>& images, const LoadedModel& m,
-                                        const VisionOptions& o);
+                                        const VisionOptions& o, const EncodeControl& control = {});
 
 struct VisionPrompt {
   vision::MultimodalPrompt prompt;

@@ -17,12 +17,10 @@ class CpuVisionEncoder final : public VisionEncoder {
 
   const VisionTowerConfig& config() const override { return tower_.config(); }
 
-  std::vector<float> encode(const PixelPatches& patches) override {
-    const auto start = std::chrono::steady_clock::now();
-    std::vector<float> out = tower_.encode(patches);
-    last_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    ++images_;
-    return out;
+  std::vector<float> encode(const PixelPatches& patches) override { return run(patches, nullptr); }
+
+  std::vector<float> encode_cancellable(const PixelPatches& patches, const CancelFlag& cancel) override {
+    return run(patches, &cancel);
   }
 
   size_t weight_bytes() const override { return tower_.weight_bytes(); }
@@ -41,6 +39,14 @@ class CpuVisionEncoder final : public VisionEncoder {
   }
 
  private:
+  std::vector<float> run(const PixelPatches& patches, const CancelFlag* cancel) {
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<float> out = tower_.encode(patches, cancel);
+    last_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    ++images_;
+    return out;
+  }
+
   Qwen25VisionTower tower_;
   uint64_t images_ = 0;
   double last_ms_ = 0;

@@ -46,8 +46,10 @@ void add_in_place(std::vector<float>& x, const std::vector<float>& y) {
 }
 
 // Softmax attention of every query over the keys of its own segment (bounds), per head; q/k/v [tokens, heads·hd].
+// Stops early, throwing EncodeCancelled, once `cancel` is set.
 void segment_attention(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
-                       const std::vector<int>& bounds, int tokens, int heads, int hd, std::vector<float>& out) {
+                       const std::vector<int>& bounds, int tokens, int heads, int hd, std::vector<float>& out,
+                       const CancelFlag* cancel) {
   std::vector<int> segment_of(static_cast<size_t>(tokens), 0);
   for (size_t s = 0; s + 1 < bounds.size(); ++s)
     for (int t = bounds[s]; t < bounds[s + 1]; ++t) segment_of[size_t(t)] = int(s);
@@ -56,6 +58,7 @@ void segment_attention(const std::vector<float>& q, const std::vector<float>& k,
   ThreadPool::global().parallel_for(size_t(tokens) * size_t(heads), [&](size_t begin, size_t end) {
     std::vector<float> scores;
     for (size_t item = begin; item < end; ++item) {
+      if (cancel && cancel->load(std::memory_order_relaxed)) return;
       const size_t t = item / size_t(heads), h = item % size_t(heads);
       const int s = segment_of[t], lo = bounds[size_t(s)], n = bounds[size_t(s) + 1] - lo;
       const float* qh = &q[t * stride + h * size_t(hd)];
@@ -72,6 +75,7 @@ void segment_attention(const std::vector<float>& q, const std::vector<float>& k,
       for (int j = 0; j < n; ++j) cpu::axpy(scores[size_t(j)] / sum, &v[size_t(lo + j) * stride + h * size_t(hd)], o, hd);
     }
   });
+  throw_if_cancelled(cancel);
 }
 
 }  // namespace
@@ -127,7 +131,7 @@ std::vector<float> Qwen25VisionTower::patch_embed(const PixelPatches& px, const 
   return hidden;
 }
 
-void Qwen25VisionTower::block(int index, const WindowPlan& plan, std::vector<float>& x) const {
+void Qwen25VisionTower::block(int index, const WindowPlan& plan, std::vector<float>& x, const CancelFlag* cancel) const {
   const VisionBlockWeights& w = blocks_.at(size_t(index));
   const int T = plan.tokens, H = config_.hidden_size, F = config_.intermediate_size;
   const int heads = config_.num_heads, hd = config_.head_dim();
@@ -144,7 +148,8 @@ void Qwen25VisionTower::block(int index, const WindowPlan& plan, std::vector<flo
   cpu::rope(q.data(), T, heads, hd, plan.cos.data(), plan.sin.data());
   cpu::rope(k.data(), T, heads, hd, plan.cos.data(), plan.sin.data());
   const auto& bounds = config_.full_attention(index) ? plan.frame_bounds : plan.window_bounds;
-  segment_attention(q, k, v, bounds, T, heads, hd, attn);
+  segment_attention(q, k, v, bounds, T, heads, hd, attn, cancel);
+  throw_if_cancelled(cancel);
   cpu::matmul(attn.data(), T, w.proj, w.proj_bias.data(), xn.data());
   add_in_place(x, xn);
   std::vector<float> gate(size_t(T) * F), up(size_t(T) * F);
@@ -171,10 +176,14 @@ std::vector<float> Qwen25VisionTower::merge(const WindowPlan& plan, const std::v
   return out;
 }
 
-std::vector<float> Qwen25VisionTower::encode(const PixelPatches& patches) const {
+std::vector<float> Qwen25VisionTower::encode(const PixelPatches& patches, const CancelFlag* cancel) const {
   WindowPlan plan = plan_windows(patches.grid, config_);
   std::vector<float> hidden = patch_embed(patches, plan);
-  for (int i = 0; i < config_.depth; ++i) block(i, plan, hidden);
+  for (int i = 0; i < config_.depth; ++i) {
+    throw_if_cancelled(cancel);
+    block(i, plan, hidden, cancel);
+  }
+  throw_if_cancelled(cancel);
   return merge(plan, hidden);
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/cpu/weight.h"
+#include "vision/encode_cancel.h"
 #include "vision/image_processor.h"
 #include "vision/vision_tower_config.h"
 #include "vision/window_plan.h"
@@ -36,12 +37,13 @@ class Qwen25VisionTower {
   int units() const { return config_.depth + 2; }  // patch embedding, blocks, merger
   size_t weight_bytes() const;
 
-  // Merged image features [patches / merge_unit, out_hidden_size] in raster order of merged units.
-  std::vector<float> encode(const PixelPatches& patches) const;
+  // Merged image features [patches / merge_unit, out_hidden_size] in raster order of merged units. Once `cancel`
+  // is set, stops between units or inside a block's attention with EncodeCancelled.
+  std::vector<float> encode(const PixelPatches& patches, const CancelFlag* cancel = nullptr) const;
 
   // The units, for callers that schedule them: hidden states are [tokens, hidden_size] in window order.
   std::vector<float> patch_embed(const PixelPatches& patches, const WindowPlan& plan) const;
-  void block(int index, const WindowPlan& plan, std::vector<float>& hidden) const;
+  void block(int index, const WindowPlan& plan, std::vector<float>& hidden, const CancelFlag* cancel = nullptr) const;
   std::vector<float> merge(const WindowPlan& plan, const std::vector<float>& hidden) const;
 
  private:

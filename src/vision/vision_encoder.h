@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "vision/encode_cancel.h"
 #include "vision/image_processor.h"
 #include "vision/vision_tower_config.h"
 
@@ -33,6 +34,7 @@ struct VisionEncoderStats {
   uint64_t pinned_frees = 0;       // cuMemFreeHost calls by this encoder so far
   uint64_t images = 0;             // images encoded
   double last_encode_ms = 0;       // wall time of the last encode
+  uint64_t cancelled = 0;          // encodes stopped because the client left or the server drained
 };
 
 class VisionEncoder {
@@ -42,6 +44,12 @@ class VisionEncoder {
   // Merged features [patches / merge_unit, out_hidden_size] in raster order of merged units. Not thread-safe:
   // callers serialize encodes.
   virtual std::vector<float> encode(const PixelPatches& patches) = 0;
+  // As encode(), stopping with EncodeCancelled once `cancel` is set (between units and inside long ones); an
+  // encoder that cannot stop midway runs to the end.
+  virtual std::vector<float> encode_cancellable(const PixelPatches& patches, const CancelFlag& cancel) {
+    throw_if_cancelled(&cancel);
+    return encode(patches);
+  }
   virtual size_t weight_bytes() const = 0;
   virtual const char* device_name() const = 0;
   // Lines for the start-up memory budget (one fact per line, with numbers).

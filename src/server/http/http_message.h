@@ -17,6 +17,8 @@ struct Request {
   std::string body;
   std::string remote_addr;
   std::vector<std::string> params;  // path parts captured by the route pattern
+  // True once the client has closed its connection (set on worker threads; empty elsewhere).
+  std::function<bool()> client_gone;
 
   // The first value of header `name` (any case), or "" when absent.
   std::string_view header(std::string_view name) const;

@@ -299,8 +299,16 @@ void HttpServer::worker_loop() {
   }
 }
 
+// Whether the peer has closed the connection: a non-blocking peek that reads end of stream or an error.
+static bool peer_closed(int fd) {
+  char byte;
+  const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 void HttpServer::serve_on_worker(Connection* c) {
   Request& req = c->parser.request();
+  req.client_gone = [fd = c->fd] { return peer_closed(fd); };
   Response res;
   if (before_) before_(req);
   try {
