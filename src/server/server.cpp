@@ -134,10 +134,10 @@ Server::Server(ServerOptions options) : state_(std::make_unique<State>(std::move
   http.route_quick("GET", "/health", [&s](const http::Request&, http::Response& res) {
     if (s.draining.load()) {
       res.status = 503;
-      res.set_content(R"({"status":"draining"})", "application/json");
+      res.set_content(R"({"status":"draining","reason":"the server is shutting down"})", "application/json");
     } else if (!s.ready.load()) {
       res.status = 503;
-      res.set_content(R"({"status":"loading"})", "application/json");
+      res.set_content(R"({"status":"loading","reason":"the model is loading"})", "application/json");
     } else {
       res.set_content(R"({"status":"ok"})", "application/json");
     }
