@@ -74,7 +74,8 @@ char32_t char_at(std::string_view s, size_t begin) { return next_code_point(s, b
 
 }  // namespace
 
-void AddedVocabulary::split_one(const Piece& piece, const Trie& trie, std::vector<Piece>& out) const {
+void AddedVocabulary::split_one(const Piece& piece, const Trie& trie, std::vector<Piece>& out,
+                                const std::vector<std::pair<size_t, size_t>>* literal) const {
   std::string_view s = piece.text;
   size_t emitted = 0;  // end of the last claimed stretch
   for (size_t i = 0; i < s.size();) {
@@ -84,6 +85,12 @@ void AddedVocabulary::split_one(const Piece& piece, const Trie& trie, std::vecto
     }
     auto [index, length] = trie.longest_at(s, i);
     if (index < 0) {
+      ++i;
+      continue;
+    }
+    if (literal && std::any_of(literal->begin(), literal->end(), [&](const std::pair<size_t, size_t>& r) {
+          return i < r.second && i + length > r.first;
+        })) {
       ++i;
       continue;
     }
@@ -123,6 +130,15 @@ void AddedVocabulary::split_one(const Piece& piece, const Trie& trie, std::vecto
   } else if (emitted < s.size()) {
     out.push_back(Piece{std::string(s.substr(emitted)), -1, false});
   }
+}
+
+void AddedVocabulary::split_outside(const Piece& piece, const std::vector<std::pair<size_t, size_t>>& literal,
+                                    std::vector<Piece>& out) const {
+  if (tries_[0].nodes.empty()) {
+    out.push_back(piece);
+    return;
+  }
+  split_one(piece, tries_[0], out, &literal);
 }
 
 void AddedVocabulary::split(std::vector<Piece>& pieces, bool normalized) const {

@@ -26,6 +26,10 @@ class AddedVocabulary {
   void add(AddedToken token);
   // Splits the unclaimed pieces at matches of the tokens whose `normalized` flag equals `normalized`.
   void split(std::vector<Piece>& pieces, bool normalized) const;
+  // Splits one raw piece at matches of the raw tokens, except matches that overlap a `literal` byte range
+  // [begin, end) of its text: those bytes stay ordinary text.
+  void split_outside(const Piece& piece, const std::vector<std::pair<size_t, size_t>>& literal,
+                     std::vector<Piece>& out) const;
   const AddedToken* by_id(int32_t id) const;
   const AddedToken* by_content(std::string_view content) const;
   const std::vector<AddedToken>& tokens() const { return tokens_; }
@@ -44,7 +48,8 @@ class AddedVocabulary {
     // Longest token starting at s[i], as (token index, length), or (-1, 0).
     std::pair<int32_t, size_t> longest_at(std::string_view s, size_t i) const;
   };
-  void split_one(const Piece& piece, const Trie& trie, std::vector<Piece>& out) const;
+  void split_one(const Piece& piece, const Trie& trie, std::vector<Piece>& out,
+                 const std::vector<std::pair<size_t, size_t>>* literal = nullptr) const;
 
   std::vector<AddedToken> tokens_;
   std::unordered_map<int32_t, size_t> by_id_;

@@ -1,5 +1,7 @@
 #include "text/chat_template.h"
 
+#include <algorithm>
+
 #include "core/files.h"
 #include "text/jinja/template.h"
 
@@ -96,6 +98,69 @@ std::string ChatTemplate::render(const ojson& messages, const ojson& tools, bool
   vars.emplace_back("documents", jinja::Value::none());
   vars.emplace_back("add_generation_prompt", jinja::Value::boolean(add_generation_prompt));
   return impl_->tmpl.render(vars);
+}
+
+namespace {
+
+// A placeholder no template writes by itself: private-use code points around the content's number.
+std::string content_placeholder(size_t n) { return "\uE000fs-content-" + std::to_string(n) + "\uE001"; }
+
+// Replaces the marked contents of `messages` (all roles, or user/system/tool only) with placeholders; `originals`
+// gets the contents in placeholder order.
+ojson with_placeholders(const ojson& messages, bool all_roles, std::vector<std::string>& originals) {
+  ojson out = messages;
+  for (auto& m : out) {
+    if (!m.is_object() || !m.contains("content")) continue;
+    const std::string role = m.value("role", "");
+    if (!all_roles && role != "user" && role != "system" && role != "tool") continue;
+    auto mark = [&](ojson& text) {
+      if (!text.is_string() || text.get_ref<const std::string&>().empty()) return;
+      originals.push_back(text.get<std::string>());
+      text = content_placeholder(originals.size() - 1);
+    };
+    ojson& content = m["content"];
+    if (content.is_string()) mark(content);
+    else if (content.is_array())
+      for (auto& part : content)
+        if (part.is_object() && part.value("type", "") == "text" && part.contains("text")) mark(part["text"]);
+  }
+  return out;
+}
+
+// Puts the contents back where their placeholders landed; false when a placeholder is missing or repeated.
+bool put_back(const std::string& rendered, const std::vector<std::string>& originals, ChatTemplate::Marked& out) {
+  std::vector<std::pair<size_t, size_t>> spots;  // (position in rendered, content index)
+  for (size_t i = 0; i < originals.size(); ++i) {
+    const std::string ph = content_placeholder(i);
+    const size_t at = rendered.find(ph);
+    if (at == std::string::npos || rendered.find(ph, at + 1) != std::string::npos) return false;
+    spots.emplace_back(at, i);
+  }
+  std::sort(spots.begin(), spots.end());
+  size_t from = 0;
+  for (const auto& [at, i] : spots) {
+    out.text.append(rendered, from, at - from);
+    out.content.emplace_back(out.text.size(), out.text.size() + originals[i].size());
+    out.text += originals[i];
+    from = at + content_placeholder(i).size();
+  }
+  out.text.append(rendered, from, std::string::npos);
+  return true;
+}
+
+}  // namespace
+
+ChatTemplate::Marked ChatTemplate::render_marked(const ojson& messages, const ojson& tools,
+                                                 bool add_generation_prompt, const ojson& kwargs) const {
+  const std::string plain = render(messages, tools, add_generation_prompt, kwargs);
+  for (bool all_roles : {true, false}) {
+    std::vector<std::string> originals;
+    const ojson marked = with_placeholders(messages, all_roles, originals);
+    Marked out;
+    if (put_back(render(marked, tools, add_generation_prompt, kwargs), originals, out) && out.text == plain)
+      return out;
+  }
+  return Marked{plain, {}};
 }
 
 std::string ChatTemplate::render(const nlohmann::json& messages, const nlohmann::json& tools,

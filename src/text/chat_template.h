@@ -4,6 +4,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -30,6 +32,19 @@ class ChatTemplate {
                      const nlohmann::ordered_json& kwargs = nlohmann::ordered_json::object()) const;
   std::string render(const nlohmann::json& messages, const nlohmann::json& tools, bool add_generation_prompt,
                      const nlohmann::json& kwargs = nlohmann::json::object()) const;
+
+  // A rendered prompt with the byte ranges [begin, end) that came from message content (string contents and text
+  // parts), for encoding them without special-token matching.
+  struct Marked {
+    std::string text;
+    std::vector<std::pair<size_t, size_t>> content;
+  };
+  // As render; each content is rendered as a unique placeholder, then put back where it landed. When the result
+  // differs from render's (a template that inspects or transforms content), only user, system and tool contents
+  // are marked, and if it still differs, none.
+  Marked render_marked(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                       bool add_generation_prompt,
+                       const nlohmann::ordered_json& kwargs = nlohmann::ordered_json::object()) const;
 
   const std::string& source() const;
   const std::string& bos_token() const;

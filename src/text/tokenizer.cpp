@@ -92,9 +92,21 @@ HfTokenizer::HfTokenizer(std::string_view tokenizer_json, const std::string& ori
 }
 
 std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  return encode_literal(text, {}, add_special_tokens);
+}
+
+std::vector<int32_t> HfTokenizer::encode_literal(std::string_view text,
+                                                 const std::vector<std::pair<size_t, size_t>>& literal,
+                                                 bool add_special_tokens) const {
   std::vector<Piece> pieces;
-  pieces.push_back(Piece{repair_utf8(text), -1, true});
-  added_.split(pieces, false);
+  Piece whole{repair_utf8(text), -1, true};
+  // Byte offsets hold only when repairing changed nothing; a repaired text keeps no literal ranges.
+  if (literal.empty() || whole.text.size() != text.size()) {
+    pieces.push_back(std::move(whole));
+    added_.split(pieces, false);
+  } else {
+    added_.split_outside(whole, literal, pieces);
+  }
   if (normalizer_)
     for (auto& p : pieces)
       if (p.id < 0) normalizer_->normalize(p.text);

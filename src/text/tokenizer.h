@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace fs {
@@ -18,6 +19,11 @@ class Tokenizer {
   static std::unique_ptr<Tokenizer> load(const std::filesystem::path& dir);
 
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const = 0;
+  // As encode, but no added token is matched where it would overlap a `literal` byte range [begin, end) of
+  // `text`: those bytes are encoded as ordinary text (message content that must not become control tokens).
+  virtual std::vector<int32_t> encode_literal(std::string_view text,
+                                              const std::vector<std::pair<size_t, size_t>>& literal,
+                                              bool add_special_tokens) const = 0;
   virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const = 0;
   virtual int32_t vocab_size() const = 0;
   virtual std::optional<int32_t> token_to_id(std::string_view token) const = 0;

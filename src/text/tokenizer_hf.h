@@ -19,6 +19,8 @@ class HfTokenizer : public Tokenizer {
   HfTokenizer(std::string_view tokenizer_json, const std::string& origin);
 
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override;
+  std::vector<int32_t> encode_literal(std::string_view text, const std::vector<std::pair<size_t, size_t>>& literal,
+                                      bool add_special_tokens) const override;
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const override;
   int32_t vocab_size() const override { return vocab_size_; }
   std::optional<int32_t> token_to_id(std::string_view token) const override;
