@@ -72,7 +72,7 @@ int serve(const std::vector<std::string>& argv) {
                               "max-image-pixels", "max-image-seconds", "max-images", "media-timeout-ms", "drain-seconds",
                               "max-connections", "max-connections-per-client", "header-timeout-ms",
                               "body-timeout-ms"}),
-            {"vision", "vision-host", "media-allow-local"});
+            {"vision", "vision-host", "media-allow-local", "literal-content"});
   std::filesystem::path dir = model_dir_from_args(args);
   std::string device = check_device(args);
   if (args.has("vision-host") && !args.has("vision")) throw Error("--vision-host needs --vision");
@@ -90,6 +90,7 @@ int serve(const std::vector<std::string>& argv) {
   long long body = args.get_int("max-body-bytes", (long long)o.max_body_bytes);
   if (body < 1024) throw Error("--max-body-bytes must be at least 1024");
   o.max_body_bytes = size_t(body);
+  o.literal_content = args.has("literal-content");
   o.drain_seconds = int(args.get_int("drain-seconds", o.drain_seconds));
   if (o.drain_seconds < 0) throw Error("--drain-seconds must be ≥ 0");
   o.max_connections = int(args.get_int("max-connections", o.max_connections));

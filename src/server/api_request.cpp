@@ -329,6 +329,7 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const ParseLimits&
     r.model = model_name(j, limits);
     r.messages = validate_messages(j, limits, r.images);
     r.tools = validate_tools(j);
+    r.literal_content = boolean(j, "literal_content");
     if (const json* kw = member(j, "chat_template_kwargs")) {
       if (!kw->is_object()) fail("chat_template_kwargs", "'chat_template_kwargs' must be an object");
       r.template_kwargs = *kw;

@@ -52,6 +52,7 @@ struct ChatRequest {
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
   std::vector<ImageRef> images;  // in prompt order
   GenerationFields gen;
+  std::optional<bool> literal_content;  // extension: message content never becomes control tokens
 };
 
 // One prompt of a text completion: text or token ids.

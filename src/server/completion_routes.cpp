@@ -312,8 +312,16 @@ void chat_completions(Server::State& s, const http::Request& req, http::Response
       m.chat_template->source().find("<tool_call>") == std::string::npos)
     return s.answer_error(res, bad_request("tool_choice", "this model's chat template has no tool-call syntax to force"));
   std::string prompt;
+  const bool literal = r.literal_content.value_or(s.options.literal_content) && r.images.empty();
+  std::vector<std::pair<size_t, size_t>> content_ranges;
   try {
-    prompt = m.chat_template->render(r.messages, r.tools, true, r.template_kwargs);
+    if (literal) {
+      ChatTemplate::Marked marked = m.chat_template->render_marked(r.messages, r.tools, true, r.template_kwargs);
+      prompt = std::move(marked.text);
+      content_ranges = std::move(marked.content);
+    } else {
+      prompt = m.chat_template->render(r.messages, r.tools, true, r.template_kwargs);
+    }
   } catch (const Error& e) {
     return s.answer_error(res, bad_request("messages", std::string("the chat template failed: ") + e.what()));
   }
@@ -335,7 +343,8 @@ void chat_completions(Server::State& s, const http::Request& req, http::Response
   PromptExtras extras;
   std::vector<std::vector<int32_t>> prompts;
   if (images.empty()) {
-    prompts.push_back(m.tokenizer->encode(prompt, false));
+    prompts.push_back(literal ? m.tokenizer->encode_literal(prompt, content_ranges, false)
+                              : m.tokenizer->encode(prompt, false));
     if (holds_image_pad(m, prompts[0]))
       return s.answer_error(res, bad_request("messages", "the prompt holds an image placeholder token but no image"));
   } else {

@@ -65,7 +65,7 @@ void Metrics::add_tokens(int prompt, int completion, int cached) {
   cached_tokens_.fetch_add(uint64_t(cached > 0 ? cached : 0));
 }
 
-std::string Metrics::render(const EngineStats* engine) const {
+std::string Metrics::render(const EngineStats* engine, const vision::VisionEncoderStats* vision) const {
   std::ostringstream out;
   header(out, "foldserve_requests_total", "HTTP requests answered, by route and status.", "counter");
   {
@@ -84,6 +84,13 @@ std::string Metrics::render(const EngineStats* engine) const {
   scalar(out, "foldserve_http_generations_active", "Generations the HTTP layer is waiting on.", "gauge",
          active_streams_.load());
   scalar(out, "foldserve_model_loaded", "1 once the model serves.", "gauge", engine ? 1 : 0);
+  if (vision) {
+    scalar(out, "foldserve_images_encoded_total", "Images run through the vision tower.", "counter",
+           double(vision->images));
+    scalar(out, "foldserve_image_encodes_cancelled_total",
+           "Image encodes stopped because the client left or the server drained.", "counter",
+           double(vision->cancelled));
+  }
   if (engine) {
     scalar(out, "foldserve_active_streams", "Streams running in the engine.", "gauge", engine->active_streams);
     scalar(out, "foldserve_queue_depth", "Streams waiting for admission.", "gauge", engine->queued);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "vision/vision_encoder.h"
 
 namespace fs::server {
 
@@ -38,8 +39,8 @@ class Metrics {
   void stream_ended() { active_streams_.fetch_sub(1); }
   int active_streams() const { return active_streams_.load(); }
 
-  // The whole exposition; `engine` is null while the model loads.
-  std::string render(const EngineStats* engine) const;
+  // The whole exposition; `engine` is null while the model loads, `vision` without an image tower.
+  std::string render(const EngineStats* engine, const vision::VisionEncoderStats* vision = nullptr) const;
 
  private:
   mutable std::mutex mu_;

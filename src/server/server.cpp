@@ -165,9 +165,11 @@ Server::Server(ServerOptions options) : state_(std::make_unique<State>(std::move
   });
   http.route("GET", "/metrics", [&s](const http::Request&, http::Response& res) {
     EngineStats stats;
-    bool have = s.ready.load();
+    vision::VisionEncoderStats tower;
+    const bool have = s.ready.load(), images = have && s.model->vision_encoder;
     if (have) stats = s.engine->stats();
-    res.set_content(s.metrics.render(have ? &stats : nullptr), "text/plain; version=0.0.4");
+    if (images) tower = s.model->vision_encoder->stats();
+    res.set_content(s.metrics.render(have ? &stats : nullptr, images ? &tower : nullptr), "text/plain; version=0.0.4");
   });
   add_completion_routes(s);
 }

@@ -29,6 +29,7 @@ struct ServerOptions {
   std::chrono::milliseconds header_timeout{10000};  // a request's head must arrive within this
   std::chrono::milliseconds body_timeout{60000};    // and its body within this after the head
   int drain_seconds = 10;  // on stop, how long streams in flight may go on
+  bool literal_content = false;  // message content is encoded without special-token matching (per request too)
   int max_n = 16;
   EngineOptions engine;
   VisionOptions vision;  // image parts of chat messages

@@ -157,6 +157,9 @@ TEST_F(VisionLoadE2E, TextIsAnsweredWhileAnImageEncodesAndALeavingClientFreesThe
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_LT(took, 15.0);
+  auto metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("\nfoldserve_image_encodes_cancelled_total 1\n"), std::string::npos) << metrics->body;
   EXPECT_EQ(server.stop(SIGTERM), 0);
 }
 
