@@ -344,9 +344,12 @@ class SchemaCompiler {
 }  // namespace
 
 Sym json_space(GrammarBuilder& b) {
-  ByteSet s;
-  for (char c : std::string(" \t\n\r")) s.add(uint8_t(c));
-  return b.any_of({b.repeat({b.set(s)}, 0, 20)});
+  ByteSet indent;
+  indent.add(' ');
+  indent.add('\t');
+  Seq newline = b.literal("\n");
+  append(newline, b.repeat({b.set(indent)}, 0, 16));
+  return b.optional({b.any_of({b.literal(" "), newline})});
 }
 
 Seq compile_schema(GrammarBuilder& b, const json& schema, const SchemaLimits& limits) {

@@ -16,7 +16,7 @@ struct SchemaLimits {
 // A sequence producing one JSON value valid against `schema` (a JSON Schema; an empty object means any value).
 Seq compile_schema(GrammarBuilder& b, const nlohmann::ordered_json& schema, const SchemaLimits& limits = {});
 
-// Optional JSON whitespace between tokens (at most 20 bytes in a row).
+// Optional JSON whitespace between tokens: one space, or a newline and up to 16 spaces or tabs of indentation.
 Sym json_space(GrammarBuilder& b);
 
 }  // namespace fs::structured

@@ -1,6 +1,7 @@
 #include "text/structured/token_constraint.h"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 
 namespace fs::structured {
@@ -89,10 +90,9 @@ size_t TokenConstraint::mask(std::span<float> logits, std::span<const int32_t> e
       else std::fill(logits.begin() + long(w * 64), logits.begin() + long(end), kOff);
       continue;
     }
-    for (size_t i = w * 64; i < end; ++i) {
-      if ((word >> (i & 63)) & 1) ++allowed;
-      else logits[i] = kOff;
-    }
+    const uint64_t valid = end - w * 64 == 64 ? ~uint64_t(0) : (uint64_t(1) << (end - w * 64)) - 1;
+    allowed += size_t(std::popcount(word & valid));
+    for (uint64_t off = ~word & valid; off; off &= off - 1) logits[w * 64 + size_t(std::countr_zero(off))] = kOff;
   }
   for (size_t i = covered; i < logits.size(); ++i) logits[i] = kOff;
   for (const auto& [id, value] : eos_kept) {
