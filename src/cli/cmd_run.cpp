@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/interactive_chat.h"
+#include "cli/draft_options.h"
 #include "cli/model_options.h"
 #include "core/error.h"
 #include "core/files.h"
@@ -36,8 +37,8 @@ void write_f32(const std::string& path, const std::vector<float>& v) {
 }
 
 int run(const std::vector<std::string>& argv) {
-  Args args(argv, with_model_flags({"prompt", "ids", "max-tokens", "temperature", "seed", "top-p", "top-k", "min-p",
-                                    "dump-logits", "system"}),
+  Args args(argv, with_draft_flags(with_model_flags({"prompt", "ids", "max-tokens", "temperature", "seed", "top-p",
+                                                     "top-k", "min-p", "dump-logits", "system"})),
             {"chat", "json"});
   std::filesystem::path dir = model_dir_from_args(args);
   auto m = load_model(dir, {}, check_device(args));
@@ -46,6 +47,7 @@ int run(const std::vector<std::string>& argv) {
   const int max_tokens = int(args.get_int("max-tokens", 256));
   if (!args.has("prompt") && !args.has("ids")) {
     EngineOptions eo = engine_options_from_args(args, 1);
+    apply_draft_options(args, *m, eo);
     return interactive_chat(*m, eo, sampling, max_tokens, args.get_or("system", ""));
   }
 
@@ -64,6 +66,7 @@ int run(const std::vector<std::string>& argv) {
 
   EngineOptions eo = engine_options_from_args(args, 1);
   eo.context = std::max<int>(eo.context, int(prompt.size()) + 1);
+  apply_draft_options(args, *m, eo);
   Engine engine(*m->model, eo);
   const bool as_json = args.has("json");
   IncrementalDecoder decoder(*m->tokenizer);

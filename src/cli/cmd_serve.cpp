@@ -8,6 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/draft_options.h"
 #include "cli/model_options.h"
 #include "core/error.h"
 #include "engine/loaded_model.h"
@@ -66,12 +67,13 @@ server::VisionOptions vision_options(const Args& args) {
 
 int serve(const std::vector<std::string>& argv) {
   Args args(argv,
-            with_model_flags({"host", "port", "api-key", "api-key-file", "request-log", "served-model-name",
-                              "max-body-bytes", "queue-limit", "max-n", "prompt-cache-gib", "kv-pages",
+            with_draft_flags(with_model_flags({"host", "port", "api-key", "api-key-file", "request-log",
+                              "served-model-name", "max-body-bytes", "queue-limit", "max-n", "prompt-cache-gib",
+                              "kv-pages",
                               "prompt-cache-host-gib", "memory-gib", "media-domains", "max-image-bytes",
                               "max-image-pixels", "max-image-seconds", "max-images", "media-timeout-ms", "drain-seconds",
                               "max-connections", "max-connections-per-client", "header-timeout-ms",
-                              "body-timeout-ms"}),
+                              "body-timeout-ms"})),
             {"vision", "vision-host", "media-allow-local", "literal-content"});
   std::filesystem::path dir = model_dir_from_args(args);
   std::string device = check_device(args);
@@ -118,7 +120,8 @@ int serve(const std::vector<std::string>& argv) {
   const double memory_gib = args.get_double("memory-gib", 0.0);
   const long long kv_pages = args.get_int("kv-pages", 0);
   if (kv_pages < 0 || kv_pages > (1 << 30)) throw Error("--kv-pages must be between 0 (sized to memory) and 2^30");
-  o.prepare_engine = [cache_gib, host_gib, memory_gib, kv_pages](const LoadedModel& m, EngineOptions& eo) {
+  o.prepare_engine = [cache_gib, host_gib, memory_gib, kv_pages, args](const LoadedModel& m, EngineOptions& eo) {
+    apply_draft_options(args, m, eo);
     size_prompt_cache(eo, m.config, cache_gib, host_gib);
     size_t available = memory_gib > 0 ? size_t(memory_gib * double(1ull << 30)) : available_ram_bytes();
     size_t weights = m.model->weight_bytes();

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "engine/drafters/drafter.h"
 #include "engine/stream.h"
 #include "models/kv_pool.h"
 #include "models/model.h"
@@ -44,8 +45,14 @@ Engine::Engine(Model& model, EngineOptions options) : model_(model), options_(op
   if (options_.prefill_chunk < 1 || options_.round_tokens < 1) throw Error("chunk sizes must be positive");
   if (options_.kv_page_tokens < 1) throw Error("a KV page must hold at least one position");
   if (options_.kv_pages < 0) throw Error("--kv-pages must be ≥ 0");
+  if (options_.draft_tokens < 0) throw Error("--draft-tokens must be ≥ 0");
   const SequenceMemorySpec spec = model_.memory_spec();
   state_slots_ = spec.has_state();
+  if (state_slots_ && options_.drafter) {
+    std::fprintf(stderr, "foldserve: drafting is off for %s: a verify window would need its recurrent state rolled "
+                 "back to the last kept row\n", model_.config().architecture.c_str());
+    options_.drafter.reset();
+  }
   if (state_slots_ && (options_.prompt_cache_pages > 0 || options_.prompt_cache_host_pages > 0)) {
     std::fprintf(stderr, "foldserve: the prompt cache is off for %s: it keeps K/V pages but not the recurrent state "
                  "of its linear-attention layers\n", model_.config().architecture.c_str());
@@ -182,12 +189,22 @@ void Engine::finish(Stream& s, FinishReason reason, const std::string& error) {
   }
   s.pages.clear();
   release_state_slot(s);
+  if (options_.drafter) {
+    try {
+      options_.drafter->forget(s.id);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "foldserve: the drafter could not forget stream %llu: %s\n", (unsigned long long)s.id,
+                   e.what());
+    }
+  }
   publish_cache_stats();
   GenerationResult r;
   r.reason = reason;
   r.prompt_tokens = s.prompt_len;
   r.cached_tokens = s.cached;
   r.completion_tokens = s.generated;
+  r.drafted_tokens = s.drafted;
+  r.accepted_tokens = s.accepted;
   r.error = why;
   auto on_done = std::move(s.request.on_done);
   s.request.on_done = nullptr;

@@ -20,6 +20,7 @@ namespace fs {
 
 class Model;
 class KvPool;
+class Drafter;
 struct Stream;
 struct SequenceChunk;
 struct SampledForward;
@@ -37,6 +38,8 @@ struct GenerationResult {
   int prompt_tokens = 0;
   int cached_tokens = 0;
   int completion_tokens = 0;
+  int drafted_tokens = 0;   // draft tokens the target verified for this stream
+  int accepted_tokens = 0;  // of them, those equal to the target's own choice (kept)
   std::string error;
 };
 
@@ -74,6 +77,10 @@ struct EngineOptions {
   int prompt_cache_pages = 0;  // pool pages the prompt cache may hold (0 → no prompt cache)
   int prompt_cache_host_pages = 0;  // pages the cache may keep in host memory after eviction
   bool device_sampling = true;      // let a model that can pick tokens do so for requests without penalties/logprobs
+  // Speculative decoding: the drafter proposes up to `draft_tokens` tokens per round for each decoding stream and the
+  // target verifies them in one window of rows; null → none. Replies are the same bits either way.
+  std::shared_ptr<Drafter> drafter;
+  int draft_tokens = 4;
 };
 
 // Pages of the KV pool `options` asks for.
@@ -89,6 +96,9 @@ struct EngineStats {
   uint64_t rounds = 0;
   uint64_t rows = 0;  // rows summed over all rounds
   uint64_t preemptions = 0;  // streams sent back to the queue to free pages
+  uint64_t draft_windows = 0;    // verify windows run (one per drafting stream per round)
+  uint64_t drafted_tokens = 0;   // draft tokens verified
+  uint64_t accepted_tokens = 0;  // draft tokens kept
   PromptCacheStats prompt_cache;
 };
 
@@ -139,6 +149,17 @@ class Engine {
   // Moves preempted streams of `active` back to the front of the queue, oldest first, and drops finished ones.
   void retire(Streams& active);
   SequenceChunk chunk_for(const Stream& s, int begin, int count, bool samples) const;
+  // Samples (or takes the model's pick) the stream's next token and delivers it: eos, on_token, max_tokens and the
+  // context end the stream here. Returns the token chosen (-1 when none could be).
+  int32_t accept_token(Stream& s, int32_t picked, std::span<float> logits);
+  // Asks the drafter for every eligible decoding stream's draft (Stream::draft).
+  void draft(const std::vector<Stream*>& order);
+  // Draft tokens the stream may verify this round: none when it may not draft, else at most what its max_tokens and
+  // positions leave after the pending row.
+  int draft_allowance(const Stream& s) const;
+  // Accepts a verify window's tokens one by one from `row` on (ids) and `logit_row` on (host logits), stopping at the
+  // first mismatch with the draft or the stream's end; advances both past the window's rows.
+  void accept_window(Stream& s, const RoundItem& it, SampledForward& out, size_t& row, size_t& logit_row);
   void publish_cache_stats();
   void check_sampled(const SampledForward& out, std::span<const RowSampling> rows) const;
 

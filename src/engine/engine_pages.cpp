@@ -97,6 +97,7 @@ void Engine::reset_to_queued(Stream& s, bool keep_prefix) {
   for (int32_t p : s.pages) pool_->release(p);
   s.pages.clear();
   s.computed = 0;
+  s.draft.clear();
   release_state_slot(s);
 }
 
@@ -125,6 +126,13 @@ std::vector<RoundItem> Engine::plan_within_pool(std::vector<Stream*>& order) {
     bool fits = true;
     for (const auto& it : items) fits = fits && grow_pages(*it.stream, it.begin + it.count);
     if (fits) return items;
+    // Drafts are only speed: drop them all before preempting anyone.
+    bool drafts = false;
+    for (Stream* s : order) {
+      drafts = drafts || !s->draft.empty();
+      s->draft.clear();
+    }
+    if (drafts) continue;
     // A lone stream has the whole pool, which holds stream_positions; running short then breaks the books.
     if (order.size() == 1)
       throw Error("the KV pool of " + std::to_string(pool_->pages_total()) + " pages cannot hold the next chunk of " +

@@ -50,28 +50,80 @@ void Engine::check_sampled(const SampledForward& out, std::span<const RowSamplin
   if (out.logits.size() != host_rows * size_t(V)) throw Error("the model returned the wrong number of logit rows");
 }
 
+int32_t Engine::accept_token(Stream& s, int32_t picked, std::span<float> logits) {
+  SampledToken tok;
+  if (picked >= 0) {
+    tok.id = picked;
+  } else {
+    if (s.request.constraint && s.request.constraint->mask(logits, s.request.eos_ids) == 0) {
+      finish(s, FinishReason::Error, "the output constraint allows no token here");
+      return -1;
+    }
+    tok = sample_token(logits, s.request.sampling, s.counts, s.seed, s.tokens.size());
+  }
+  ++s.generated;
+  const auto& eos = s.request.eos_ids;
+  if (std::find(eos.begin(), eos.end(), tok.id) != eos.end()) {
+    finish(s, FinishReason::Stop);
+    return tok.id;
+  }
+  s.tokens.push_back(tok.id);
+  s.keys.push_back(uint64_t(uint32_t(tok.id)));
+  ++s.counts.reply[tok.id];
+  if (s.request.constraint) s.request.constraint->accept(tok.id);
+  bool keep = true;
+  try {
+    keep = !s.request.on_token || s.request.on_token(tok);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "foldserve: on_token of stream %llu threw: %s\n", (unsigned long long)s.id, e.what());
+    finish(s, FinishReason::Error, std::string("on_token threw: ") + e.what());
+    return tok.id;
+  }
+  FinishReason reason = FinishReason::Stop;
+  bool end = !keep;
+  if (!end && (s.generated >= s.request.max_tokens || int(s.tokens.size()) >= stream_positions_)) {
+    end = true;
+    reason = FinishReason::Length;
+  }
+  if (end) finish(s, reason);
+  return tok.id;
+}
+
 void Engine::round(Streams& active) {
   std::vector<Stream*> order;
   for (auto& s : active) {
     if (s->handle->cancelled()) finish(*s, FinishReason::Cancelled);
     else order.push_back(s.get());
   }
+  draft(order);
   auto items = plan_within_pool(order);
   std::vector<SequenceChunk> chunks;
   int rows = 0;
   for (const auto& it : items) {
-    chunks.push_back(chunk_for(*it.stream, it.begin, it.count, it.samples));
+    Stream& s = *it.stream;
+    if (it.drafted > 0) {
+      // The pending token then the draft, one logit row each.
+      s.window.assign(1, s.tokens.back());
+      s.window.insert(s.window.end(), s.draft.begin(), s.draft.end());
+      SequenceChunk c = chunk_for(s, it.begin, 1, true);
+      c.tokens = s.window;
+      c.all_logits = true;
+      chunks.push_back(c);
+    } else {
+      chunks.push_back(chunk_for(s, it.begin, it.count, it.samples));
+    }
     rows += it.count;
   }
-  // One RowSampling per sampling row; the route depends only on the request's own parameters.
+  // One RowSampling per logit row; the route depends only on the request's own parameters, and row j of a verify
+  // window draws with the key of the position it chooses, as the undrafted step there would.
   const bool model_samples = options_.device_sampling && model_.samples_on_device();
   std::vector<RowSampling> sampling;
   for (const auto& it : items)
     if (it.samples) {
       const Stream& s = *it.stream;
-      sampling.push_back(row_sampling_for(s.request.sampling, model_samples && device_sampleable(s.request.sampling) &&
-                                              !s.request.constraint,
-                                          s.seed, s.tokens.size()));
+      const bool on_device = model_samples && device_sampleable(s.request.sampling) && !s.request.constraint;
+      for (int j = 0; j <= it.drafted; ++j)
+        sampling.push_back(row_sampling_for(s.request.sampling, on_device, s.seed, s.tokens.size() + size_t(j)));
     }
   SampledForward out;
   std::string failure;
@@ -93,45 +145,16 @@ void Engine::round(Streams& active) {
       finish(s, FinishReason::Error, failure);
       continue;
     }
+    if (it.drafted > 0) {
+      accept_window(s, it, out, row, logit_row);
+      continue;
+    }
     s.computed += it.count;
     if (!it.samples) continue;
     const int32_t picked = out.ids[row++];
-    SampledToken tok;
-    if (picked >= 0) {
-      tok.id = picked;
-    } else {
-      std::span<float> l(out.logits.data() + logit_row++ * V, V);
-      if (s.request.constraint && s.request.constraint->mask(l, s.request.eos_ids) == 0) {
-        finish(s, FinishReason::Error, "the output constraint allows no token here");
-        continue;
-      }
-      tok = sample_token(l, s.request.sampling, s.counts, s.seed, s.tokens.size());
-    }
-    ++s.generated;
-    const auto& eos = s.request.eos_ids;
-    if (std::find(eos.begin(), eos.end(), tok.id) != eos.end()) {
-      finish(s, FinishReason::Stop);
-      continue;
-    }
-    s.tokens.push_back(tok.id);
-    s.keys.push_back(uint64_t(uint32_t(tok.id)));
-    ++s.counts.reply[tok.id];
-    if (s.request.constraint) s.request.constraint->accept(tok.id);
-    bool keep = true;
-    try {
-      keep = !s.request.on_token || s.request.on_token(tok);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "foldserve: on_token of stream %llu threw: %s\n", (unsigned long long)s.id, e.what());
-      finish(s, FinishReason::Error, std::string("on_token threw: ") + e.what());
-      continue;
-    }
-    FinishReason reason = FinishReason::Stop;
-    bool end = !keep;
-    if (!end && (s.generated >= s.request.max_tokens || int(s.tokens.size()) >= stream_positions_)) {
-      end = true;
-      reason = FinishReason::Length;
-    }
-    if (end) finish(s, reason);
+    std::span<float> l;
+    if (picked < 0) l = std::span<float>(out.logits.data() + logit_row++ * V, V);
+    accept_token(s, picked, l);
   }
   retire(active);
   std::lock_guard lock(mu_);

@@ -16,8 +16,9 @@ std::vector<RoundItem> plan_round(const std::vector<Stream*>& streams, int prefi
   int budget = round_tokens;
   for (Stream* s : streams) {
     if (decoding(*s)) {
-      items.push_back({s, s->computed, 1, true});
-      --budget;
+      const int drafted = int(s->draft.size());
+      items.push_back({s, s->computed, 1 + drafted, true, drafted});
+      budget -= 1 + drafted;
     }
   }
   for (Stream* s : streams) {

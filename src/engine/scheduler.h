@@ -12,6 +12,7 @@ struct RoundItem {
   int begin;         // first position of the chunk
   int count;         // tokens in the chunk
   bool samples;      // the chunk ends at the stream's last token, so a new token is sampled
+  int drafted = 0;   // draft tokens after the pending one: a verify window of 1 + drafted rows, each with logits
 };
 
 // Positions of the stream's next chunk without a round budget: one decode row, or its pending positions up to
@@ -20,7 +21,7 @@ int next_chunk_length(const Stream& s, int prefill_chunk);
 // Whether the stream's next row is a decode row (its only pending token is the last one it sampled).
 inline bool decoding(const Stream& s) { return s.pending() == 1 && s.generated > 0; }
 
-// `streams` in arrival order. Decode rows come first (one each), then prefill chunks of at most `prefill_chunk`
+// `streams` in arrival order. Decode rows come first (one each, plus the stream's draft tokens as a verify window), then prefill chunks of at most `prefill_chunk`
 // until `round_tokens` rows are planned; a round always makes progress when any stream has work.
 std::vector<RoundItem> plan_round(const std::vector<Stream*>& streams, int prefill_chunk, int round_tokens);
 

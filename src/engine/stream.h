@@ -26,6 +26,10 @@ struct Stream {
   bool finished = false;
   bool admitted = false;        // admitted at least once (a preempted stream resumes with its first `cached`)
   bool preempted = false;       // sent back to the queue this round, to resume from nothing computed
+  std::vector<int32_t> draft;   // this round's draft tokens after the pending one (speculative decoding)
+  std::vector<int32_t> window;  // the verify window's tokens: the pending one then the draft
+  int drafted = 0;              // draft tokens verified so far
+  int accepted = 0;             // of them, those kept
 
   bool prefilling() const { return computed < int(tokens.size()) - 1 || generated == 0; }
   int pending() const { return int(tokens.size()) - computed; }

@@ -1,0 +1,55 @@
+#include "engine/drafters/load_drafter.h"
+
+#include <cstdio>
+
+#include "core/error.h"
+#include "engine/drafters/model_drafter.h"
+#include "engine/drafters/ngram_drafter.h"
+
+namespace fs {
+
+namespace {
+
+std::string ids_text(const std::vector<int32_t>& ids) {
+  std::string s = "[";
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+void check_same_tokenizer(const LoadedModel& target, const LoadedModel& drafter) {
+  const std::string who = "drafter " + drafter.name + " does not share the tokenizer of " + target.name + ": ";
+  if (drafter.config.vocab_size != target.config.vocab_size)
+    throw Error(who + "vocab_size " + std::to_string(drafter.config.vocab_size) + " vs " +
+                std::to_string(target.config.vocab_size));
+  const Tokenizer& a = *target.tokenizer;
+  const Tokenizer& b = *drafter.tokenizer;
+  if (a.vocab_size() != b.vocab_size())
+    throw Error(who + "tokenizer vocabulary of " + std::to_string(b.vocab_size()) + " vs " +
+                std::to_string(a.vocab_size()) + " tokens");
+  for (int32_t id = 0; id < a.vocab_size(); ++id) {
+    if (a.id_to_token(id) != b.id_to_token(id) || a.is_special(id) != b.is_special(id))
+      throw Error(who + "token " + std::to_string(id) + " is '" + b.id_to_token(id) + "' vs '" + a.id_to_token(id) +
+                  "'");
+  }
+  if (a.bos_token() != b.bos_token() || a.eos_token() != b.eos_token())
+    throw Error(who + "special tokens bos/eos '" + b.bos_token() + "'/'" + b.eos_token() + "' vs '" + a.bos_token() +
+                "'/'" + a.eos_token() + "'");
+  if (drafter.config.eos_ids != target.config.eos_ids)
+    throw Error(who + "eos ids " + ids_text(drafter.config.eos_ids) + " vs " + ids_text(target.config.eos_ids));
+  if (drafter.config.bos_id != target.config.bos_id) throw Error(who + "different bos id");
+}
+
+std::shared_ptr<Drafter> load_drafter(const std::string& spec, const LoadedModel& target, int streams, int context) {
+  if (spec == "ngram") return std::make_shared<NgramDrafter>();
+  auto draft = load_model(spec, {}, "cpu");
+  check_same_tokenizer(target, *draft);
+  const int pages = streams * ((context + 15) / 16) + streams;
+  std::fprintf(stderr, "drafter: %s on the cpu (%.1f MiB of weights, %d K/V pages)\n", draft->name.c_str(),
+               double(draft->model->weight_bytes()) / double(1 << 20), pages);
+  std::string name = draft->name;
+  return std::make_shared<ModelDrafter>(std::move(draft->model), name, pages);
+}
+
+}  // namespace fs

@@ -1,0 +1,42 @@
+#pragma once
+// Drafting with a small model of the same tokenizer, run on the CPU: it keeps K/V of each stream's tokens in its
+// own pool, catches up on what the stream kept since the last round (rolling back to the longest common prefix, so
+// rejected guesses leave nothing behind) and proposes its greedy continuation, all streams batched per depth.
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "engine/drafters/drafter.h"
+#include "models/kv_pool.h"
+#include "models/model.h"
+
+namespace fs {
+
+class ModelDrafter final : public Drafter {
+ public:
+  // `pages` of the drafter's own pool (16 positions each); streams' K/V are dropped, oldest first, when it runs dry.
+  ModelDrafter(std::unique_ptr<Model> model, std::string name, int pages);
+  ~ModelDrafter() override;
+  const char* name() const override { return name_.c_str(); }
+  std::vector<std::vector<int32_t>> propose(std::span<const DraftRequest> requests) override;
+  void forget(uint64_t stream) override;
+  const Model& model() const { return *model_; }
+
+ private:
+  struct State {
+    std::vector<int32_t> tokens;  // tokens whose K/V are in `pages`, positions 0..tokens.size()-1
+    std::vector<int32_t> pages;
+    uint64_t last_used = 0;
+  };
+  // Grows the state's pages to `positions`, dropping idle streams' states when the pool is empty.
+  bool grow(State& s, int positions, std::span<const DraftRequest> keep);
+  void release(State& s);
+
+  std::unique_ptr<Model> model_;
+  std::string name_;
+  std::unique_ptr<KvPool> pool_;
+  std::unordered_map<uint64_t, State> states_;
+  uint64_t clock_ = 0;
+};
+
+}  // namespace fs

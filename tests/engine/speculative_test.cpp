@@ -1,0 +1,234 @@
+// Speculative decoding never changes a bit: replies and logprobs with a draft model or n-gram drafting equal the
+// undrafted solo runs, greedy and seeded, with penalties, stops and limits, alone and among 8 streams, under
+// preemption; the drafter's acceptance is reported and a drafter of another tokenizer is refused.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "engine/drafters/load_drafter.h"
+#include "engine/drafters/model_drafter.h"
+#include "engine/drafters/ngram_drafter.h"
+#include "engine_runner.h"
+#include "io/safetensors.h"
+#include "support/fixtures.h"
+
+namespace fs::test {
+namespace {
+
+struct Variant {
+  const char* name;
+  float temperature;   // 0 → greedy
+  bool penalties;
+};
+
+class Speculative : public FortuneDemoTest {
+ protected:
+  void SetUp() override {
+    FortuneDemoTest::SetUp();
+    if (IsSkipped() || HasFailure()) return;
+    const auto shared = shared_dir();
+    const json cases = read_json_file(shared / "reference/fortune-demo/cases.json");
+    for (const auto& c : cases["cases"])
+      prompts.push_back(c["ids"].get<std::vector<int32_t>>());
+    const auto draft_dir = shared / "models/fortune-draft";
+    auto draft_config = load_model_config(draft_dir);
+    drafter = std::make_shared<ModelDrafter>(create_model(draft_config, Checkpoint::open(draft_dir)), "fortune-draft",
+                                             256);
+  }
+
+  GenerationRequest request(const std::vector<int32_t>& prompt, const Variant& v, uint64_t seed,
+                            int max_tokens = 64) const {
+    GenerationRequest r;
+    r.prompt = prompt;
+    r.max_tokens = max_tokens;
+    r.eos_ids = config.eos_ids;
+    r.sampling.temperature = v.temperature;
+    r.sampling.seed = seed;
+    r.sampling.logprobs = true;
+    r.sampling.top_logprobs = 3;
+    if (v.penalties) {
+      r.sampling.repetition_penalty = 1.3f;
+      r.sampling.presence_penalty = 0.4f;
+      r.sampling.frequency_penalty = 0.3f;
+    }
+    return r;
+  }
+
+  // Every request run together in one engine with `drafter`, `parallel` streams at once.
+  std::vector<std::shared_ptr<Collected>> run_drafted(const std::vector<GenerationRequest>& reqs,
+                                                      std::shared_ptr<Drafter> with, int parallel,
+                                                      EngineOptions o = {}) {
+    o.parallel = parallel;
+    o.drafter = std::move(with);
+    o.draft_tokens = 4;
+    Engine engine(*model, o);
+    EngineRunner runner(engine);
+    std::vector<std::shared_ptr<Collected>> got;
+    for (const auto& r : reqs) got.push_back(runner.submit(r));
+    runner.wait_all();
+    stats = engine.stats();
+    return got;
+  }
+
+  // Ten requests over the reference prompts: greedy and seeded at temperature 0.8, some with penalties.
+  std::vector<GenerationRequest> mixed_requests() const {
+    const Variant variants[] = {{"greedy", 0.0f, false}, {"seeded", 0.8f, false}, {"penalties", 0.8f, true}};
+    std::vector<GenerationRequest> reqs;
+    for (int i = 0; i < 10; ++i)
+      reqs.push_back(request(prompts[size_t(i) % prompts.size()], variants[i % 3], 900 + uint64_t(i)));
+    return reqs;
+  }
+
+  void expect_equal_to_solo(const std::vector<GenerationRequest>& reqs,
+                            const std::vector<std::shared_ptr<Collected>>& got) {
+    ASSERT_EQ(reqs.size(), got.size());
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      SCOPED_TRACE("request " + std::to_string(i));
+      const auto want = run_solo(*model, reqs[i]);
+      ASSERT_FALSE(want.empty());
+      EXPECT_EQ(got[i]->result.reason, want.size() < size_t(reqs[i].max_tokens) ? FinishReason::Stop
+                                                                                : FinishReason::Length);
+      EXPECT_TRUE(same_bits(got[i]->tokens, want));
+    }
+  }
+
+  std::vector<std::vector<int32_t>> prompts;
+  std::shared_ptr<Drafter> drafter;
+  EngineStats stats;
+};
+
+TEST_F(Speculative, DraftModelGreedyRepliesEqualTheReferenceAndAreAccepted) {
+  const auto shared = shared_dir();
+  const json reference = read_json_file(shared / "reference/fortune-demo/cases.json");
+  const json& cases = reference["cases"];
+  std::vector<GenerationRequest> reqs;
+  for (const auto& p : prompts) reqs.push_back(request(p, {"greedy", 0.0f, false}, 1, 48));
+  auto got = run_drafted(reqs, drafter, 1);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    std::vector<int32_t> want;  // the reference's greedy ids up to its first eos
+    for (const auto& g : cases[i]["greedy"]) {
+      const int32_t id = g["id"].get<int32_t>();
+      if (std::find(config.eos_ids.begin(), config.eos_ids.end(), id) != config.eos_ids.end()) break;
+      want.push_back(id);
+    }
+    std::vector<int32_t> ids;
+    for (const auto& t : got[i]->tokens) ids.push_back(t.id);
+    EXPECT_EQ(ids, want);
+    EXPECT_GT(got[i]->result.drafted_tokens, 0);
+  }
+  EXPECT_GT(stats.accepted_tokens, 0u);
+  EXPECT_LE(stats.accepted_tokens, stats.drafted_tokens);
+  std::printf("fortune-draft acceptance on the reference prompts: %llu of %llu drafted (%.2f), %.2f kept per window\n",
+              (unsigned long long)stats.accepted_tokens, (unsigned long long)stats.drafted_tokens,
+              double(stats.accepted_tokens) / double(stats.drafted_tokens),
+              double(stats.accepted_tokens) / double(stats.draft_windows));
+  expect_equal_to_solo(reqs, got);
+}
+
+TEST_F(Speculative, DraftModelEqualsUndraftedAloneAndAmongEight) {
+  const auto reqs = mixed_requests();
+  for (int parallel : {1, 8}) {
+    SCOPED_TRACE("parallel " + std::to_string(parallel));
+    auto got = run_drafted(reqs, drafter, parallel);
+    expect_equal_to_solo(reqs, got);
+    EXPECT_GT(stats.accepted_tokens, 0u);
+  }
+}
+
+TEST_F(Speculative, NgramEqualsUndraftedAloneAndAmongEight) {
+  const auto reqs = mixed_requests();
+  for (int parallel : {1, 8}) {
+    SCOPED_TRACE("parallel " + std::to_string(parallel));
+    auto got = run_drafted(reqs, std::make_shared<NgramDrafter>(), parallel);
+    expect_equal_to_solo(reqs, got);
+    EXPECT_GT(stats.drafted_tokens, 0u);
+  }
+}
+
+TEST_F(Speculative, StopsAndLimitsInsideAWindowEndTheReplyWhereUndraftedDoes) {
+  for (int max_tokens : {1, 2, 5, 7}) {
+    SCOPED_TRACE("max_tokens " + std::to_string(max_tokens));
+    std::vector<GenerationRequest> reqs;
+    for (const auto& p : prompts) reqs.push_back(request(p, {"greedy", 0.0f, false}, 1, max_tokens));
+    expect_equal_to_solo(reqs, run_drafted(reqs, drafter, 4));
+  }
+  // A stop (on_token refusing, as a stop string does) at each of the solo reply's first tokens.
+  const GenerationRequest base = request(prompts[0], {"greedy", 0.0f, false}, 1, 40);
+  const auto solo = run_solo(*model, base);
+  ASSERT_GT(solo.size(), 12u);
+  for (size_t stop_at : {size_t(0), size_t(3), size_t(6), size_t(11)}) {
+    SCOPED_TRACE("stop at " + std::to_string(stop_at));
+    GenerationRequest r = base;
+    std::vector<SampledToken> seen;
+    std::promise<GenerationResult> done;
+    r.on_token = [&](const SampledToken& t) {
+      seen.push_back(t);
+      return seen.size() <= stop_at;
+    };
+    r.on_done = [&](const GenerationResult& res) { done.set_value(res); };
+    EngineOptions o;
+    o.drafter = drafter;
+    Engine engine(*model, o);
+    engine.submit(std::move(r));
+    EXPECT_EQ(done.get_future().get().reason, FinishReason::Stop);
+    EXPECT_TRUE(same_bits(seen, std::vector<SampledToken>(solo.begin(), solo.begin() + long(stop_at) + 1)));
+  }
+}
+
+TEST_F(Speculative, DraftFalseIsHonoured) {
+  GenerationRequest off = request(prompts[0], {"greedy", 0.0f, false}, 1, 32);
+  off.allow_draft = false;
+  GenerationRequest on = off;
+  on.allow_draft = true;
+  auto got = run_drafted({off, on}, drafter, 2);
+  EXPECT_EQ(got[0]->result.drafted_tokens, 0);
+  EXPECT_GT(got[1]->result.drafted_tokens, 0);
+  EXPECT_TRUE(same_bits(got[0]->tokens, got[1]->tokens));
+}
+
+TEST_F(Speculative, PreemptionDuringDraftingStaysExact) {
+  const auto reqs = mixed_requests();
+  EngineOptions o;
+  o.context = 256;
+  o.prefill_chunk = 16;
+  o.round_tokens = 64;
+  o.kv_pages = 16;
+  o.prompt_cache_pages = 4;
+  auto got = run_drafted(reqs, drafter, 8, o);
+  EXPECT_GT(stats.preemptions, 0u);
+  EXPECT_GT(stats.accepted_tokens, 0u);
+  expect_equal_to_solo(reqs, got);
+  EXPECT_EQ(stats.kv_pages_used, stats.prompt_cache.device_pages);
+}
+
+TEST(SpeculativeDrafter, ADrafterOfAnotherTokenizerIsRefusedByName) {
+  FS_REQUIRE_SHARED(shared);
+  auto target = load_model(shared / "models/fortune-demo", {}, "cpu");
+  try {
+    load_drafter((shared / "models/tiny-qwen3").string(), *target, 1, 64);
+    FAIL() << "tiny-qwen3 was accepted as a drafter for fortune-demo";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("drafter tiny-qwen3 does not share the tokenizer of fortune-demo"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(load_drafter((shared / "models/fortune-draft").string(), *target, 1, 64));
+}
+
+TEST(PromptLookup, ProposesWhatFollowedTheLatestEarlierMatch) {
+  const std::vector<int32_t> a = {5, 6, 7, 8, 9}, b = {5, 6, 1, 2, 3};
+  std::vector<int32_t> tokens = a;
+  tokens.insert(tokens.end(), b.begin(), b.end());
+  tokens.insert(tokens.end(), {5, 6});
+  // "5 6" occurs at 0 and 5; the latest (5) is followed by b's tail.
+  EXPECT_EQ(prompt_lookup(tokens, 2, 4, 3), std::vector<int32_t>(b.begin() + 2, b.end()));
+  EXPECT_EQ(prompt_lookup(tokens, 2, 4, 1), std::vector<int32_t>(b.begin() + 2, b.begin() + 3));
+  EXPECT_TRUE(prompt_lookup(tokens, 3, 4, 3).empty());
+  EXPECT_TRUE(prompt_lookup(tokens, 2, 4, 0).empty());
+}
+
+}  // namespace
+}  // namespace fs::test
