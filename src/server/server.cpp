@@ -143,7 +143,7 @@ Server::Server(ServerOptions options) : state_(std::make_unique<State>(std::move
     }
   });
   // The browser chat page; open without a key (the page asks for one when the API answers 401).
-  http.route_quick("GET", "/", [](const http::Request&, http::Response& res) {
+  http.route("GET", "/", [](const http::Request&, http::Response& res) {
     res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
   });
 

@@ -106,7 +106,11 @@ void HttpServer::run() {
 }
 
 void HttpServer::stop() {
-  stopping_ = true;
+  {
+    // Under the lock, so a worker between its check and its wait cannot miss the wake-up.
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
   if (wake_fd_ >= 0) {
     uint64_t one = 1;
     (void)!::write(wake_fd_, &one, sizeof one);

@@ -40,7 +40,8 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   void route(std::string method, std::string pattern, Handler handler);
-  // Answered on the event loop, never queued behind busy workers: for handlers that never block (/health).
+  // Answered on the event loop, never queued behind busy workers: for handlers that never block and answer a
+  // few hundred bytes (/health); a reply the socket cannot take at once closes the connection.
   void route_quick(std::string method, std::string pattern, Handler handler);
   // Runs once a routed request's head is whole, before its body is read; false answers with `res` at once.
   void set_head_check(std::function<bool(const Request&, Response&)> check);
