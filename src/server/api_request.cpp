@@ -206,6 +206,8 @@ json message_content(const json& msg, const std::string& where, bool may_be_null
       images.push_back({std::move(url), pw});
       parts.push_back({{"type", "image"}});
       any_image = true;
+    } else if (type == "video_url" || type == "input_video" || type == "video") {
+      fail(pw, "'" + pw + "' is a video part; video input is not supported (send images)");
     } else {
       fail(pw + ".type", "unknown content part type '" + type + "'");
     }

@@ -35,12 +35,14 @@ int64_t admitted_patches(const vision::ImageProcessorConfig& p, const VisionOpti
 
 void attach_vision(LoadedModel& m, const VisionOptions& o) {
   if (m.config.vision.is_null() || m.vision_encoder) return;
-  if (m.config.architecture != "Qwen2_5_VLForConditionalGeneration")
+  if (m.config.architecture != "Qwen2_5_VLForConditionalGeneration" &&
+      m.config.architecture != "Qwen3_5ForConditionalGeneration")
     throw Error("--vision: the vision tower of " + m.config.architecture +
-                " is not supported (Qwen2_5_VLForConditionalGeneration is)");
+                " is not supported (Qwen2_5_VLForConditionalGeneration and Qwen3_5ForConditionalGeneration are)");
   auto source = (m.dir / "config.json").string();
   auto tower_config = vision::VisionTowerConfig::from_json(m.config.vision, source);
-  m.image_processor = std::make_shared<const vision::ImageProcessorConfig>(vision::ImageProcessorConfig::load(m.dir));
+  m.image_processor = std::make_shared<const vision::ImageProcessorConfig>(
+      vision::ImageProcessorConfig::load(m.dir, vision::family_image_backend(m.config.architecture)));
   if (tower_config.out_hidden_size != m.config.hidden_size)
     throw Error(source + ": vision_config.out_hidden_size " + std::to_string(tower_config.out_hidden_size) +
                 " differs from the text model's hidden_size " + std::to_string(m.config.hidden_size));

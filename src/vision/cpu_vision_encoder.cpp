@@ -1,15 +1,17 @@
-// The CPU vision tower behind the VisionEncoder interface.
+// The CPU vision towers (Qwen2.5-VL, Qwen3.5) behind the VisionEncoder interface.
 #include <algorithm>
 #include <chrono>
 
 #include "core/error.h"
 #include "vision/qwen2_5_vl_tower.h"
+#include "vision/qwen3_5_vision_tower.h"
 #include "vision/vision_encoder.h"
 
 namespace fs::vision {
 
 namespace {
 
+template <class Tower>
 class CpuVisionEncoder final : public VisionEncoder {
  public:
   CpuVisionEncoder(const VisionTowerConfig& config, std::shared_ptr<Checkpoint> checkpoint)
@@ -47,7 +49,7 @@ class CpuVisionEncoder final : public VisionEncoder {
     return out;
   }
 
-  Qwen25VisionTower tower_;
+  Tower tower_;
   uint64_t images_ = 0;
   double last_ms_ = 0;
 };
@@ -59,7 +61,9 @@ std::unique_ptr<VisionEncoder> create_cpu_vision_encoder(const VisionTowerConfig
                                                          const VisionEncoderOptions& options) {
   if (options.weights_on_host)
     throw Error("--vision-host keeps a GPU tower's weights in pinned host memory; the vision tower runs on the CPU");
-  return std::make_unique<CpuVisionEncoder>(config, std::move(checkpoint));
+  if (config.kind == VisionTowerKind::Qwen3_5)
+    return std::make_unique<CpuVisionEncoder<Qwen35VisionTower>>(config, std::move(checkpoint));
+  return std::make_unique<CpuVisionEncoder<Qwen25VisionTower>>(config, std::move(checkpoint));
 }
 
 int64_t max_image_patches(const ImageProcessorConfig& p) {

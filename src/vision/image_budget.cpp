@@ -15,7 +15,7 @@ double tower_flops(const VisionTowerConfig& c, int64_t patches) {
   double flops = 2 * T * c.patch_dim() * H;
   for (int b = 0; b < c.depth; ++b) {
     const double keys = c.full_attention(b) ? T : std::min(T, window_tokens);
-    flops += 2 * T * H * (4 * H + 3 * F);  // qkv, proj, gate, up, down
+    flops += 2 * T * H * (4 * H + c.mlp_matmuls() * F);  // qkv, proj, the MLP
     flops += 4 * T * keys * H;              // scores and weighted values
   }
   flops += 2 * (T / c.merge_unit()) * (M * M + M * O);

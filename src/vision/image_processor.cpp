@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "vision/pil_resize.h"
+#include "vision/torch_resize.h"
 
 namespace fs::vision {
 
@@ -28,6 +29,12 @@ ImageProcessorConfig ImageProcessorConfig::from_json(const nlohmann::json& j, co
     c.do_resize = j.value("do_resize", true);
     c.do_rescale = j.value("do_rescale", true);
     c.do_normalize = j.value("do_normalize", true);
+    const std::string type = j.value("image_processor_type", "");
+    auto ends_with = [&](const std::string& suffix) {
+      return type.size() >= suffix.size() && type.compare(type.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (ends_with("Fast")) c.backend = ImageBackend::Torchvision, c.backend_named = true;
+    if (ends_with("Pil")) c.backend = ImageBackend::Pil, c.backend_named = true;
     int resample = j.value("resample", 3);
     if (resample != 3)
       throw Error(source + ": resample " + std::to_string(resample) + " is not supported (only 3, bicubic)");
@@ -45,6 +52,16 @@ ImageProcessorConfig ImageProcessorConfig::from_json(const nlohmann::json& j, co
 ImageProcessorConfig ImageProcessorConfig::load(const std::filesystem::path& model_dir) {
   auto path = model_dir / "preprocessor_config.json";
   return from_json(read_json_file(path), path.string());
+}
+
+ImageProcessorConfig ImageProcessorConfig::load(const std::filesystem::path& model_dir, ImageBackend family_default) {
+  ImageProcessorConfig c = load(model_dir);
+  if (!c.backend_named) c.backend = family_default;
+  return c;
+}
+
+ImageBackend family_image_backend(const std::string& architecture) {
+  return architecture == "Qwen3_5ForConditionalGeneration" ? ImageBackend::Torchvision : ImageBackend::Pil;
 }
 
 ResizedSize smart_resize(int height, int width, int factor, int64_t min_pixels, int64_t max_pixels) {
@@ -77,18 +94,34 @@ ImageGrid grid_for_size(int width, int height, const ImageProcessorConfig& c) {
   return {1, s.height / c.patch_size, s.width / c.patch_size};
 }
 
+namespace {
+
+// The PIL backend: float64 rescale stored as float32, then float32 (x − mean) / std.
+float pil_value(int v, int ch, const ImageProcessorConfig& c) {
+  const float x = c.do_rescale ? float(double(v) * c.rescale_factor) : float(v);
+  return c.do_normalize ? (x - c.mean[size_t(ch)]) / c.std[size_t(ch)] : x;
+}
+
+// The torchvision backend: rescale fused into normalize (mean and std × float32(1 / rescale_factor)), float32.
+float torchvision_value(int v, int ch, const ImageProcessorConfig& c) {
+  if (c.do_normalize) {
+    const float k = c.do_rescale ? float(1.0 / c.rescale_factor) : 1.0f;
+    return (float(v) - c.mean[size_t(ch)] * k) / (c.std[size_t(ch)] * k);
+  }
+  return c.do_rescale ? float(v) * float(c.rescale_factor) : float(v);
+}
+
+}  // namespace
+
 PixelPatches preprocess_image(const RgbImage& image, const ImageProcessorConfig& c) {
   const ImageGrid grid = grid_for_size(image.width, image.height, c);
   const int ps = c.patch_size, m = c.merge_size, tps = c.temporal_patch_size;
-  RgbImage img = resize_bicubic_pil(image, grid.w * ps, grid.h * ps);
-  // Per-channel lookup from the byte value, computed as transformers does: float64 rescale stored as float32,
-  // then float32 (x - mean) / std.
+  const bool torchvision = c.backend == ImageBackend::Torchvision;
+  RgbImage img = torchvision ? resize_bicubic_torch(image, grid.w * ps, grid.h * ps)
+                             : resize_bicubic_pil(image, grid.w * ps, grid.h * ps);
   std::array<std::array<float, 256>, 3> lut;
   for (int ch = 0; ch < 3; ++ch)
-    for (int v = 0; v < 256; ++v) {
-      float x = c.do_rescale ? float(double(v) * c.rescale_factor) : float(v);
-      lut[size_t(ch)][size_t(v)] = c.do_normalize ? (x - c.mean[size_t(ch)]) / c.std[size_t(ch)] : x;
-    }
+    for (int v = 0; v < 256; ++v) lut[size_t(ch)][size_t(v)] = torchvision ? torchvision_value(v, ch, c) : pil_value(v, ch, c);
   PixelPatches out;
   out.grid = grid;
   out.patch_dim = c.patch_dim();

@@ -1,7 +1,8 @@
 #pragma once
-// Qwen2-VL / Qwen2.5-VL image preprocessing as transformers' Qwen2VLImageProcessor (the PIL-based "slow" one):
-// smart resize to multiples of patch·merge, PIL bicubic, rescale, normalize, temporal duplication and patches of
-// [channels · temporal · patch · patch] in the processor's merge-block order.
+// Qwen2-VL / Qwen2.5-VL / Qwen3.5 image preprocessing as transformers' Qwen2VLImageProcessor: smart resize to
+// multiples of patch·merge, bicubic resize (PIL's, as the PIL backend, or torchvision's uint8 kernel, as the
+// torchvision backend transformers 5 uses by default), rescale and normalize as that backend does, temporal
+// duplication and patches of [channels · temporal · patch · patch] in the processor's merge-block order.
 #include <array>
 #include <filesystem>
 #include <vector>
@@ -12,7 +13,12 @@
 
 namespace fs::vision {
 
+// Which of transformers' image-processor backends the pixels must equal.
+enum class ImageBackend { Pil, Torchvision };
+
 struct ImageProcessorConfig {
+  ImageBackend backend = ImageBackend::Pil;
+  bool backend_named = false;  // preprocessor_config.json names the backend (image_processor_type ...Fast / ...Pil)
   int64_t min_pixels = 56 * 56;
   int64_t max_pixels = 28 * 28 * 1280;
   int patch_size = 14;
@@ -23,12 +29,18 @@ struct ImageProcessorConfig {
   double rescale_factor = 1.0 / 255.0;
   bool do_resize = true, do_rescale = true, do_normalize = true;
 
-  // Reads preprocessor_config.json fields (min/max_pixels or size.shortest/longest_edge); refuses resamplers
-  // other than bicubic by name.
+  // Reads preprocessor_config.json fields (min/max_pixels or size.shortest/longest_edge, the backend from an
+  // image_processor_type ending in Fast or Pil); refuses resamplers other than bicubic by name.
   static ImageProcessorConfig from_json(const nlohmann::json& j, const std::string& source);
   static ImageProcessorConfig load(const std::filesystem::path& model_dir);
+  // As load(), with `family_default` as the backend when the file does not name one.
+  static ImageProcessorConfig load(const std::filesystem::path& model_dir, ImageBackend family_default);
   int patch_dim() const { return 3 * temporal_patch_size * patch_size * patch_size; }
 };
+
+// The backend a model family's references use when preprocessor_config.json does not name one: Qwen3.5 checkpoints
+// come from transformers 5, whose Qwen2VLImageProcessor is the torchvision one; Qwen2.5-VL keeps PIL's.
+ImageBackend family_image_backend(const std::string& architecture);
 
 struct ImageGrid {
   int t = 1, h = 0, w = 0;  // in patches

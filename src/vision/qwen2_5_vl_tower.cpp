@@ -9,79 +9,13 @@
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "models/weights_loader.h"
+#include "vision/tower_ops.h"
 
 namespace fs::vision {
 
-namespace {
-
-// The conv3d kernel [hidden, channels, temporal, patch, patch] flattened to a [hidden, patch_dim] matrix.
-WeightMatrix load_patch_embed(const Checkpoint& ck, const std::string& name, int hidden, const VisionTowerConfig& c) {
-  TensorView t = ck.get(name);
-  const std::vector<int64_t> want{hidden, c.in_channels, c.temporal_patch_size, c.patch_size, c.patch_size};
-  if (t.shape() != want) throw Error(ck.dir().string() + ": tensor " + name + " does not have the conv3d shape of vision_config");
-  if (t.dtype() != DType::BF16 && t.dtype() != DType::F32 && t.dtype() != DType::F16)
-    throw Error(ck.dir().string() + ": tensor " + name + " has an unsupported dtype");
-  auto buf = std::make_shared<std::vector<float>>(size_t(hidden) * size_t(c.patch_dim()));
-  const auto* bytes = static_cast<const uint8_t*>(t.data);
-  for (size_t i = 0; i < buf->size(); ++i) {
-    if (t.dtype() == DType::F32) {
-      std::memcpy(&(*buf)[i], bytes + i * 4, 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, bytes + i * 2, 2);
-      (*buf)[i] = t.dtype() == DType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
-    }
-  }
-  WeightMatrix w;
-  w.dtype = DType::F32;
-  w.rows = hidden;
-  w.cols = c.patch_dim();
-  w.data = buf->data();
-  w.owned = std::move(buf);
-  return w;
-}
-
-void add_in_place(std::vector<float>& x, const std::vector<float>& y) {
-  for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
-}
-
-// Softmax attention of every query over the keys of its own segment (bounds), per head; q/k/v [tokens, heads·hd].
-// Stops early, throwing EncodeCancelled, once `cancel` is set.
-void segment_attention(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
-                       const std::vector<int>& bounds, int tokens, int heads, int hd, std::vector<float>& out,
-                       const CancelFlag* cancel) {
-  std::vector<int> segment_of(static_cast<size_t>(tokens), 0);
-  for (size_t s = 0; s + 1 < bounds.size(); ++s)
-    for (int t = bounds[s]; t < bounds[s + 1]; ++t) segment_of[size_t(t)] = int(s);
-  const float scale = 1.0f / std::sqrt(float(hd));
-  const size_t stride = size_t(heads) * size_t(hd);
-  ThreadPool::global().parallel_for(size_t(tokens) * size_t(heads), [&](size_t begin, size_t end) {
-    std::vector<float> scores;
-    for (size_t item = begin; item < end; ++item) {
-      if (cancel && cancel->load(std::memory_order_relaxed)) return;
-      const size_t t = item / size_t(heads), h = item % size_t(heads);
-      const int s = segment_of[t], lo = bounds[size_t(s)], n = bounds[size_t(s) + 1] - lo;
-      const float* qh = &q[t * stride + h * size_t(hd)];
-      scores.resize(size_t(n));
-      float mx = -INFINITY;
-      for (int j = 0; j < n; ++j) {
-        scores[size_t(j)] = cpu::dot(qh, &k[size_t(lo + j) * stride + h * size_t(hd)], hd) * scale;
-        mx = std::max(mx, scores[size_t(j)]);
-      }
-      float sum = 0;
-      for (int j = 0; j < n; ++j) sum += (scores[size_t(j)] = std::exp(scores[size_t(j)] - mx));
-      float* o = &out[t * stride + h * size_t(hd)];
-      std::fill_n(o, hd, 0.0f);
-      for (int j = 0; j < n; ++j) cpu::axpy(scores[size_t(j)] / sum, &v[size_t(lo + j) * stride + h * size_t(hd)], o, hd);
-    }
-  });
-  throw_if_cancelled(cancel);
-}
-
-}  // namespace
-
 Qwen25VisionTower::Qwen25VisionTower(const VisionTowerConfig& c, std::shared_ptr<Checkpoint> ck)
     : config_(c), ck_(std::move(ck)) {
+  if (c.kind != VisionTowerKind::Qwen2_5_VL) throw Error("the vision_config does not describe a Qwen2.5-VL tower");
   const std::string p = ck_->has("visual.patch_embed.proj.weight") ? "visual." : "model.visual.";
   const int H = c.hidden_size, F = c.intermediate_size, M = H * c.merge_unit();
   patch_embed_ = load_patch_embed(*ck_, p + "patch_embed.proj.weight", H, c);
@@ -167,7 +101,7 @@ std::vector<float> Qwen25VisionTower::merge(const WindowPlan& plan, const std::v
   std::vector<float> xn(x.size()), mid(size_t(U) * M), merged(size_t(U) * O);
   cpu::rmsnorm(x.data(), merger_.ln_q.data(), T, H, config_.rms_norm_eps, xn.data());
   cpu::matmul(xn.data(), U, merger_.fc1, merger_.fc1_bias.data(), mid.data());
-  for (float& m : mid) m = 0.5f * m * (1.0f + std::erf(m * float(M_SQRT1_2)));
+  gelu_erf(mid);
   cpu::matmul(mid.data(), U, merger_.fc2, merger_.fc2_bias.data(), merged.data());
   // Undo the window reordering: window slot i holds merged unit window_index[i].
   std::vector<float> out(merged.size());

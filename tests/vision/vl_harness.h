@@ -1,5 +1,5 @@
 #pragma once
-// Runs the tiny Qwen2.5-VL text model on a multimodal prompt with a private KV pool (M-RoPE positions and image
+// Runs a tiny VL model's text side (Qwen2.5-VL, Qwen3.5) on a multimodal prompt with a private KV pool (M-RoPE positions and image
 // features on the prompt chunk, plain positions plus rope_delta on decode steps).
 #include <memory>
 #include <vector>
@@ -17,18 +17,22 @@ struct VlHarness {
   std::unique_ptr<Model> model;
   std::unique_ptr<KvPool> pool;
   std::vector<int32_t> pages;
+  int32_t state_slot = -1;  // the sequence's recurrent state (models that carry one)
 
   VlHarness(const std::filesystem::path& dir, std::shared_ptr<Checkpoint> ck, int max_positions = 512) {
     config = load_model_config(dir);
     model = create_model(config, std::move(ck));
     const int P = 16, n = (max_positions + P - 1) / P;
-    pool = std::make_unique<KvPool>(config.num_layers, config.num_kv_heads, config.head_dim, P, n);
+    const SequenceMemorySpec spec = model->memory_spec();
+    pool = std::make_unique<KvPool>(spec, P, n, spec.has_state() ? 1 : 0);
     for (int i = 0; i < n; ++i) pages.push_back(*pool->allocate());
+    if (spec.has_state()) state_slot = *pool->allocate_state();
   }
 
   // Last-position logits of the whole prompt in one chunk.
   std::vector<float> prefill(const vision::MultimodalPrompt& p) {
     SequenceChunk c{p.ids, 0, pages, false};
+    c.state_slot = state_slot;
     c.mrope_positions = p.mrope_positions;
     c.rope_delta = p.rope_delta;
     c.image_embeddings = p.image_embeddings;
@@ -37,6 +41,7 @@ struct VlHarness {
 
   std::vector<float> step(int32_t id, int pos, int rope_delta) {
     SequenceChunk c{std::span<const int32_t>(&id, 1), pos, pages, false};
+    c.state_slot = state_slot;
     c.rope_delta = rope_delta;
     return model->forward(std::span<const SequenceChunk>(&c, 1), *pool);
   }

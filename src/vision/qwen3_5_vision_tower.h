@@ -1,0 +1,64 @@
+#pragma once
+// The Qwen3.5 vision tower on the CPU, as separate units (patch embedding with the learned position grid, each
+// block, the merger): LayerNorm + GELU blocks, 2-D rotary, full attention within each image frame.
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/weight.h"
+#include "vision/encode_cancel.h"
+#include "vision/image_processor.h"
+#include "vision/vision_tower_config.h"
+
+namespace fs {
+class Checkpoint;
+}
+
+namespace fs::vision {
+
+struct Qwen35VisionBlockWeights {
+  std::vector<float> norm1_w, norm1_b, norm2_w, norm2_b, qkv_bias, proj_bias, fc1_bias, fc2_bias;
+  WeightMatrix qkv, proj, fc1, fc2;
+};
+
+struct Qwen35VisionMergerWeights {
+  std::vector<float> norm_w, norm_b, fc1_bias, fc2_bias;
+  WeightMatrix fc1, fc2;
+};
+
+// Per-image state shared by the units: token count, frame bounds and rotary cos/sin, in processor order.
+struct Qwen35TowerPlan {
+  int tokens = 0;
+  std::vector<int> frame_bounds;
+  std::vector<float> cos, sin;  // [tokens, head_dim / 2]
+};
+
+class Qwen35VisionTower {
+ public:
+  // Loads `model.visual.*` (or `visual.*`) tensors; throws fs::Error naming a missing or misshapen tensor.
+  Qwen35VisionTower(const VisionTowerConfig& config, std::shared_ptr<Checkpoint> checkpoint);
+
+  const VisionTowerConfig& config() const { return config_; }
+  int units() const { return config_.depth + 2; }  // patch embedding, blocks, merger
+  size_t weight_bytes() const;
+
+  // Merged image features [patches / merge_unit, out_hidden_size] in raster order of merged units. Once `cancel`
+  // is set, stops between units or inside a block's attention with EncodeCancelled.
+  std::vector<float> encode(const PixelPatches& patches, const CancelFlag* cancel = nullptr) const;
+
+  // The units: hidden states are [tokens, hidden_size] in the processor's merge-block order.
+  Qwen35TowerPlan plan(const ImageGrid& grid) const;
+  std::vector<float> patch_embed(const PixelPatches& patches) const;
+  void block(int index, const Qwen35TowerPlan& plan, std::vector<float>& hidden, const CancelFlag* cancel = nullptr) const;
+  std::vector<float> merge(const std::vector<float>& hidden) const;
+
+ private:
+  VisionTowerConfig config_;
+  std::shared_ptr<Checkpoint> ck_;
+  WeightMatrix patch_embed_;
+  std::vector<float> patch_bias_;
+  std::vector<float> pos_embed_;  // [num_position_embeddings, hidden_size]
+  std::vector<Qwen35VisionBlockWeights> blocks_;
+  Qwen35VisionMergerWeights merger_;
+};
+
+}  // namespace fs::vision

@@ -1,0 +1,99 @@
+#include "vision/tower_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "backends/cpu/ops.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "io/safetensors.h"
+
+namespace fs::vision {
+
+WeightMatrix load_patch_embed(const Checkpoint& ck, const std::string& name, int hidden, const VisionTowerConfig& c) {
+  TensorView t = ck.get(name);
+  const std::vector<int64_t> want{hidden, c.in_channels, c.temporal_patch_size, c.patch_size, c.patch_size};
+  if (t.shape() != want) throw Error(ck.dir().string() + ": tensor " + name + " does not have the conv3d shape of vision_config");
+  if (t.dtype() != DType::BF16 && t.dtype() != DType::F32 && t.dtype() != DType::F16)
+    throw Error(ck.dir().string() + ": tensor " + name + " has an unsupported dtype");
+  auto buf = std::make_shared<std::vector<float>>(size_t(hidden) * size_t(c.patch_dim()));
+  const auto* bytes = static_cast<const uint8_t*>(t.data);
+  for (size_t i = 0; i < buf->size(); ++i) {
+    if (t.dtype() == DType::F32) {
+      std::memcpy(&(*buf)[i], bytes + i * 4, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, bytes + i * 2, 2);
+      (*buf)[i] = t.dtype() == DType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+    }
+  }
+  WeightMatrix w;
+  w.dtype = DType::F32;
+  w.rows = hidden;
+  w.cols = c.patch_dim();
+  w.data = buf->data();
+  w.owned = std::move(buf);
+  return w;
+}
+
+void segment_attention(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                       const std::vector<int>& bounds, int tokens, int heads, int hd, std::vector<float>& out,
+                       const CancelFlag* cancel) {
+  std::vector<int> segment_of(static_cast<size_t>(tokens), 0);
+  for (size_t s = 0; s + 1 < bounds.size(); ++s)
+    for (int t = bounds[s]; t < bounds[s + 1]; ++t) segment_of[size_t(t)] = int(s);
+  const float scale = 1.0f / std::sqrt(float(hd));
+  const size_t stride = size_t(heads) * size_t(hd);
+  ThreadPool::global().parallel_for(size_t(tokens) * size_t(heads), [&](size_t begin, size_t end) {
+    std::vector<float> scores;
+    for (size_t item = begin; item < end; ++item) {
+      if (cancel && cancel->load(std::memory_order_relaxed)) return;
+      const size_t t = item / size_t(heads), h = item % size_t(heads);
+      const int s = segment_of[t], lo = bounds[size_t(s)], n = bounds[size_t(s) + 1] - lo;
+      const float* qh = &q[t * stride + h * size_t(hd)];
+      scores.resize(size_t(n));
+      float mx = -INFINITY;
+      for (int j = 0; j < n; ++j) {
+        scores[size_t(j)] = cpu::dot(qh, &k[size_t(lo + j) * stride + h * size_t(hd)], hd) * scale;
+        mx = std::max(mx, scores[size_t(j)]);
+      }
+      float sum = 0;
+      for (int j = 0; j < n; ++j) sum += (scores[size_t(j)] = std::exp(scores[size_t(j)] - mx));
+      float* o = &out[t * stride + h * size_t(hd)];
+      std::fill_n(o, hd, 0.0f);
+      for (int j = 0; j < n; ++j) cpu::axpy(scores[size_t(j)] / sum, &v[size_t(lo + j) * stride + h * size_t(hd)], o, hd);
+    }
+  });
+  throw_if_cancelled(cancel);
+}
+
+void layer_norm(const float* x, const float* weight, const float* bias, int rows, int dim, float eps, float* y) {
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + size_t(r) * size_t(dim);
+    float* yr = y + size_t(r) * size_t(dim);
+    double sum = 0;
+    for (int i = 0; i < dim; ++i) sum += xr[i];
+    const float mean = float(sum / dim);
+    double sq = 0;
+    for (int i = 0; i < dim; ++i) sq += double(xr[i] - mean) * double(xr[i] - mean);
+    const float inv = float(1.0 / std::sqrt(sq / dim + double(eps)));
+    for (int i = 0; i < dim; ++i) yr[i] = (xr[i] - mean) * inv * weight[i] + bias[i];
+  }
+}
+
+void gelu_erf(std::vector<float>& x) {
+  for (float& m : x) m = 0.5f * m * (1.0f + std::erf(m * float(M_SQRT1_2)));
+}
+
+void gelu_tanh(std::vector<float>& x) {
+  const float k = float(std::sqrt(2.0 / M_PI));
+  for (float& m : x) m = 0.5f * m * (1.0f + std::tanh(k * (m + 0.044715f * m * m * m)));
+}
+
+void add_in_place(std::vector<float>& x, const std::vector<float>& y) {
+  for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+}
+
+}  // namespace fs::vision

@@ -1,0 +1,205 @@
+// tiny-qwen3.5-vl served with --vision on the CPU over real HTTP: the reference image prompts (data: URIs) give the
+// reference greedy ids, the tower runs once per image (/metrics), text-only replies equal those of a server without
+// the image path, video parts and images over the admitted size are 400s naming why, and the tower is refused on a
+// GPU by name.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <png.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+#include "support/fixtures.h"
+#include "support/server_process.h"
+#include "vision/vision_encoder.h"
+
+namespace fs::test {
+namespace {
+
+using json = nlohmann::json;
+
+std::string base64_data_uri(const std::string& bytes, const std::string& type) {
+  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out = "data:" + type + ";base64,";
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16 | uint32_t(uint8_t(bytes[i + 1])) << 8 | uint8_t(bytes[i + 2]);
+    for (int s = 18; s >= 0; s -= 6) out += k[(v >> s) & 63];
+  }
+  if (i < bytes.size()) {
+    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16 | (i + 1 < bytes.size() ? uint32_t(uint8_t(bytes[i + 1])) << 8 : 0);
+    out += k[(v >> 18) & 63];
+    out += k[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? k[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+// A flat grey RGB PNG of the given size, written by libpng.
+std::string grey_png(int width, int height) {
+  std::vector<uint8_t> pixels(size_t(width) * size_t(height) * 3, 128);
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  image.width = png_uint_32(width);
+  image.height = png_uint_32(height);
+  image.format = PNG_FORMAT_RGB;
+  png_alloc_size_t size = 0;
+  if (!png_image_write_to_memory(&image, nullptr, &size, 0, pixels.data(), 0, nullptr)) return {};
+  std::string out(size, '\0');
+  if (!png_image_write_to_memory(&image, out.data(), &size, 0, pixels.data(), 0, nullptr)) return {};
+  out.resize(size);
+  return out;
+}
+
+std::pair<int, json> post_chat(const ServerProcess& server, const json& body) {
+  httplib::Client c("127.0.0.1", server.port());
+  c.set_read_timeout(300, 0);
+  auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  if (!r) return {0, nullptr};
+  return {r->status, json::parse(r->body, nullptr, false)};
+}
+
+// foldserve_images_encoded_total from /metrics, or -1.
+double images_encoded(const ServerProcess& server) {
+  httplib::Client c("127.0.0.1", server.port());
+  auto r = c.Get("/metrics");
+  if (!r || r->status != 200) return -1;
+  const std::string name = "\nfoldserve_images_encoded_total ";
+  const size_t at = r->body.find(name);
+  return at == std::string::npos ? -1 : std::stod(r->body.substr(at + name.size()));
+}
+
+std::vector<int32_t> reply_ids(const json& reply) {
+  std::vector<int32_t> ids;
+  for (const auto& t : reply["choices"][0]["logprobs"]["content"]) {
+    const std::string tok = t["token"];
+    ids.push_back(tok.rfind("token_id:", 0) == 0 ? int32_t(std::stol(tok.substr(9))) : -1);
+  }
+  return ids;
+}
+
+class Qwen35VisionE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    FS_REQUIRE_SHARED(shared);
+    shared_ = shared;
+    model_ = (shared / "models" / "tiny-qwen3.5-vl").string();
+    cases_ = read_json_file(shared / "reference" / "tiny-qwen3.5-vl" / "cases.json");
+  }
+
+  // A reference prompt's messages with each image part as an image_url part carrying a data: URI.
+  json messages_of(const json& prompt) const {
+    json msgs = prompt["messages"];
+    for (auto& m : msgs) {
+      if (!m["content"].is_array()) continue;
+      for (auto& part : m["content"]) {
+        if (part["type"] != "image") continue;
+        const std::string file = part["image"];
+        const std::string type = file.ends_with(".jpg") ? "image/jpeg" : "image/png";
+        part = {{"type", "image_url"}, {"image_url", {{"url", base64_data_uri(read_file(shared_ / "images" / file), type)}}}};
+      }
+    }
+    return msgs;
+  }
+
+  static json greedy_body(json messages, size_t max_tokens) {
+    return {{"messages", std::move(messages)}, {"temperature", 0}, {"max_tokens", max_tokens},
+            {"logprobs", true}, {"return_tokens_as_token_ids", true}};
+  }
+
+  std::filesystem::path shared_;
+  std::string model_;
+  json cases_;
+};
+
+TEST_F(Qwen35VisionE2E, ReferencePromptsGiveTheReferenceGreedyIdsAndTheTowerRunsOncePerImage) {
+  ServerProcess server({model_, "--vision", "--device", "cpu", "--context", "1024", "--parallel", "2"});
+  ASSERT_TRUE(server.ready()) << server.stderr_text();
+  ASSERT_FALSE(cases_["prompts"].empty());
+  for (const auto& prompt : cases_["prompts"]) {
+    SCOPED_TRACE(prompt["name"].get<std::string>());
+    const double before = images_encoded(server);
+    auto [status, reply] = post_chat(server, greedy_body(messages_of(prompt), prompt["greedy"].size()));
+    ASSERT_EQ(status, 200) << reply.dump();
+    EXPECT_EQ(images_encoded(server), before + 1);
+    EXPECT_EQ(reply["usage"]["prompt_tokens"], prompt["ids"].size());
+    const auto want = prompt["greedy"].get<std::vector<int32_t>>();
+    const auto margins = prompt["greedy_margins"].get<std::vector<double>>();
+    const auto got = reply_ids(reply);
+    size_t n = 0;  // up to the first near-tie
+    while (n < want.size() && margins[n] >= 1e-2) ++n;
+    ASSERT_GE(got.size(), n);
+    EXPECT_GE(n, 1u);
+    for (size_t i = 0; i < n; ++i) EXPECT_EQ(got[i], want[i]) << "step " << i;
+  }
+  // One request with the same image twice encodes it twice: once per image part.
+  json msgs = messages_of(cases_["prompts"][0]);
+  msgs[0]["content"].push_back(msgs[0]["content"][0]);
+  const double before = images_encoded(server);
+  auto [status, reply] = post_chat(server, {{"messages", msgs}, {"max_tokens", 2}});
+  ASSERT_EQ(status, 200) << reply.dump();
+  EXPECT_EQ(images_encoded(server), before + 2);
+}
+
+TEST_F(Qwen35VisionE2E, TextOnlyRepliesEqualTheServerWithoutTheImagePath) {
+  ServerProcess with_vision({model_, "--vision", "--device", "cpu", "--context", "512", "--parallel", "2"});
+  ServerProcess without({model_, "--device", "cpu", "--context", "512", "--parallel", "2"});
+  ASSERT_TRUE(with_vision.ready()) << with_vision.stderr_text();
+  ASSERT_TRUE(without.ready()) << without.stderr_text();
+  json body = greedy_body({{{"role", "user"}, {"content", "Tell me something about computers."}}}, 12);
+  body["top_logprobs"] = 3;
+  auto [s1, a] = post_chat(with_vision, body);
+  auto [s2, b] = post_chat(without, body);
+  ASSERT_EQ(s1, 200) << a.dump();
+  ASSERT_EQ(s2, 200) << b.dump();
+  EXPECT_EQ(a["choices"][0]["logprobs"].dump(), b["choices"][0]["logprobs"].dump());
+}
+
+TEST_F(Qwen35VisionE2E, VideoPartsAndImagesOverTheAdmittedSizeAre400) {
+  ServerProcess server({model_, "--vision", "--device", "cpu", "--context", "1024", "--parallel", "2"});
+  ASSERT_TRUE(server.ready()) << server.stderr_text();
+  json video = {{"messages",
+                 {{{"role", "user"},
+                   {"content", {{{"type", "video_url"}, {"video_url", {{"url", "data:video/mp4;base64,AAAA"}}}},
+                                {{"type", "text"}, {"text", "What happens?"}}}}}}},
+                {"max_tokens", 2}};
+  auto [vs, vr] = post_chat(server, video);
+  EXPECT_EQ(vs, 400) << vr.dump();
+  EXPECT_NE(vr["error"]["message"].get<std::string>().find("video"), std::string::npos) << vr.dump();
+  EXPECT_EQ(vr["error"]["param"], "messages[0].content[0]") << vr.dump();
+
+  const std::string big = grey_png(4000, 4000);
+  ASSERT_FALSE(big.empty());
+  json image = {{"messages",
+                 {{{"role", "user"},
+                   {"content", {{{"type", "image_url"}, {"image_url", {{"url", base64_data_uri(big, "image/png")}}}},
+                                {{"type", "text"}, {"text", "What is in it?"}}}}}}},
+                {"max_tokens", 2}};
+  const double before = images_encoded(server);
+  auto [is, ir] = post_chat(server, image);
+  EXPECT_EQ(is, 400) << ir.dump();
+  EXPECT_NE(ir["error"]["message"].get<std::string>().find("this server admits"), std::string::npos) << ir.dump();
+  EXPECT_EQ(images_encoded(server), before);
+}
+
+TEST_F(Qwen35VisionE2E, TheTowerIsRefusedOnTheGpuByName) {
+  const auto dir = shared_ / "models" / "tiny-qwen3.5-vl";
+  const ModelConfig config = load_model_config(dir);
+  const auto tower = vision::VisionTowerConfig::from_json(config.vision, dir.string());
+  vision::VisionEncoderOptions o;
+  o.device = "cuda";
+  try {
+    vision::create_vision_encoder(tower, Checkpoint::open(dir), o);
+    FAIL() << "the Qwen3.5 tower was accepted on cuda";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Qwen3.5 vision tower runs on the CPU only"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fs::test
