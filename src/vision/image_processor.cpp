@@ -121,7 +121,8 @@ PixelPatches preprocess_image(const RgbImage& image, const ImageProcessorConfig&
                              : resize_bicubic_pil(image, grid.w * ps, grid.h * ps);
   std::array<std::array<float, 256>, 3> lut;
   for (int ch = 0; ch < 3; ++ch)
-    for (int v = 0; v < 256; ++v) lut[size_t(ch)][size_t(v)] = torchvision ? torchvision_value(v, ch, c) : pil_value(v, ch, c);
+    for (int v = 0; v < 256; ++v)
+      lut[size_t(ch)][size_t(v)] = torchvision ? torchvision_value(v, ch, c) : pil_value(v, ch, c);
   PixelPatches out;
   out.grid = grid;
   out.patch_dim = c.patch_dim();

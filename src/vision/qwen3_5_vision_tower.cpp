@@ -79,8 +79,10 @@ std::vector<float> Qwen35VisionTower::patch_embed(const PixelPatches& px) const 
   std::vector<float> pos(static_cast<size_t>(H));
   for (int64_t t = 0; t < T; ++t) {
     std::fill(pos.begin(), pos.end(), 0.0f);
-    for (size_t k = size_t(t) * 4; k < size_t(t) * 4 + 4; ++k)
-      for (int i = 0; i < H; ++i) pos[size_t(i)] += pos_embed_[size_t(taps.index[k]) * size_t(H) + size_t(i)] * taps.weight[k];
+    for (size_t k = size_t(t) * 4; k < size_t(t) * 4 + 4; ++k) {
+      const float* grid_row = &pos_embed_[size_t(taps.index[k]) * size_t(H)];
+      for (int i = 0; i < H; ++i) pos[size_t(i)] += grid_row[i] * taps.weight[k];
+    }
     float* row = &hidden[size_t(t) * size_t(H)];
     for (int i = 0; i < H; ++i) row[i] += pos[size_t(i)];
   }

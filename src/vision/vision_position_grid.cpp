@@ -14,7 +14,8 @@ namespace {
 template <class F>
 void for_each_patch(const ImageGrid& g, int merge, F&& f) {
   if (g.t <= 0 || g.h <= 0 || g.w <= 0 || g.h % merge || g.w % merge)
-    throw Error("image grid " + std::to_string(g.h) + "x" + std::to_string(g.w) + " is not a multiple of the merge size");
+    throw Error("image grid " + std::to_string(g.h) + "x" + std::to_string(g.w) +
+                " is not a multiple of the merge size");
   size_t patch = 0;
   for (int t = 0; t < g.t; ++t)
     for (int bh = 0; bh < g.h / merge; ++bh)

@@ -101,7 +101,8 @@ class Qwen35VisionE2E : public ::testing::Test {
         if (part["type"] != "image") continue;
         const std::string file = part["image"];
         const std::string type = file.ends_with(".jpg") ? "image/jpeg" : "image/png";
-        part = {{"type", "image_url"}, {"image_url", {{"url", base64_data_uri(read_file(shared_ / "images" / file), type)}}}};
+        const std::string url = base64_data_uri(read_file(shared_ / "images" / file), type);
+        part = {{"type", "image_url"}, {"image_url", {{"url", url}}}};
       }
     }
     return msgs;

@@ -125,8 +125,10 @@ TEST(Qwen35Vision, TorchvisionBackendEqualsTheFastReferenceOfQwen25VL) {
   ASSERT_FALSE(cases["images"].empty());
   for (const auto& im : cases["images"]) {
     SCOPED_TRACE(im["file"].get<std::string>());
-    const PixelPatches got = preprocess_image(decode_image(test::file_bytes(shared / "images" / im["file"].get<std::string>())), config);
-    const auto want = test::read_f32(test::vl_reference_dir(shared) / im["fast"]["pixel_values"]["file"].get<std::string>());
+    const std::string file = im["file"];
+    const PixelPatches got = preprocess_image(decode_image(test::file_bytes(shared / "images" / file)), config);
+    const std::string fast = im["fast"]["pixel_values"]["file"];
+    const auto want = test::read_f32(test::vl_reference_dir(shared) / fast);
     ASSERT_EQ(got.values.size(), want.size());
     size_t differing = 0;
     for (size_t i = 0; i < want.size(); ++i) differing += std::memcmp(&got.values[i], &want[i], sizeof(float)) != 0;
@@ -216,7 +218,8 @@ TEST(Qwen35Vision, PromptIdsPositionsLogitsAndGreedyMatchTheReference) {
 
       test::VlHarness h(fx.dir, fx.ck);
       const auto logits = h.prefill(p);
-      const double err = test::rel_l2(logits, test::read_f32(ref_dir(shared) / pr["last_logits"]["file"].get<std::string>()));
+      const std::string ref_file = pr["last_logits"]["file"];
+      const double err = test::rel_l2(logits, test::read_f32(ref_dir(shared) / ref_file));
       std::printf("%s (%s tower input): last_logits rel L2 %.3g\n", name.c_str(), tf32 ? "TF32-rounded" : "fp32", err);
       EXPECT_LE(err, tf32 ? 1e-4 : 1e-3);
 
