@@ -80,7 +80,7 @@ struct EngineOptions {
   // Speculative decoding: the drafter proposes up to `draft_tokens` tokens per round for each decoding stream and the
   // target verifies them in one window of rows; null → none. Replies are the same bits either way.
   std::shared_ptr<Drafter> drafter;
-  int draft_tokens = 4;
+  int draft_tokens = 3;
 };
 
 // Pages of the KV pool `options` asks for.

@@ -65,6 +65,12 @@ struct Reply {
     json reasons = json::array();
     for (const auto& c : choices) reasons.push_back(c.finish_reason);
     t.details["finish_reasons"] = reasons;
+    int drafted = 0, accepted = 0;
+    for (const auto& c : choices) {
+      drafted += c.result.drafted_tokens;
+      accepted += c.result.accepted_tokens;
+    }
+    if (drafted > 0) t.details["draft"] = {{"drafted_tokens", drafted}, {"accepted_tokens", accepted}};
   }
 
   json chunk(json choice_list) const {

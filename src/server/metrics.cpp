@@ -103,6 +103,16 @@ std::string Metrics::render(const EngineStats* engine, const vision::VisionEncod
            double(engine->preemptions));
     scalar(out, "foldserve_rows_per_round", "Mean rows per round.", "gauge",
            engine->rounds ? double(engine->rows) / double(engine->rounds) : 0.0);
+    scalar(out, "foldserve_draft_windows_total", "Verify windows of drafted tokens (one per stream per round).",
+           "counter", double(engine->draft_windows));
+    scalar(out, "foldserve_draft_tokens_total", "Draft tokens verified by the target model.", "counter",
+           double(engine->drafted_tokens));
+    scalar(out, "foldserve_draft_accepted_tokens_total", "Draft tokens kept (equal to the target's own choice).",
+           "counter", double(engine->accepted_tokens));
+    scalar(out, "foldserve_draft_acceptance_rate", "Kept draft tokens per verified draft token.", "gauge",
+           engine->drafted_tokens ? double(engine->accepted_tokens) / double(engine->drafted_tokens) : 0.0);
+    scalar(out, "foldserve_draft_accepted_per_window", "Mean draft tokens kept per verify window.", "gauge",
+           engine->draft_windows ? double(engine->accepted_tokens) / double(engine->draft_windows) : 0.0);
     const PromptCacheStats& pc = engine->prompt_cache;
     scalar(out, "foldserve_prompt_cache_lookups_total", "Prompt-cache lookups.", "counter", double(pc.lookups));
     scalar(out, "foldserve_prompt_cache_hits_total", "Lookups that adopted a cached prefix.", "counter",

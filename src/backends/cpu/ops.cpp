@@ -84,10 +84,15 @@ void matmul(const float* x, int rows, const WeightMatrix& w, const float* bias, 
         for (size_t n = n0; n < n1; ++n)
           dot_rows<kRowGroup>(x + size_t(m) * K, K, w, static_cast<const char*>(w.data) + n * row_bytes, K,
                               y + size_t(m) * N + n, N);
-      for (; m < rows; ++m)
-        for (size_t n = n0; n < n1; ++n)
-          dot_rows<1>(x + size_t(m) * K, K, w, static_cast<const char*>(w.data) + n * row_bytes, K,
-                      y + size_t(m) * N + n, N);
+      // The last 1-3 rows share weight loads too (a verify window of 2 or 3 rows); their arithmetic is unchanged.
+      const int left = rows - m;
+      for (size_t n = n0; n < n1 && left > 0; ++n) {
+        const void* wrow = static_cast<const char*>(w.data) + n * row_bytes;
+        float* out = y + size_t(m) * N + n;
+        if (left == 3) dot_rows<3>(x + size_t(m) * K, K, w, wrow, K, out, N);
+        else if (left == 2) dot_rows<2>(x + size_t(m) * K, K, w, wrow, K, out, N);
+        else dot_rows<1>(x + size_t(m) * K, K, w, wrow, K, out, N);
+      }
     }
     if (bias)
       for (int m = 0; m < rows; ++m)
