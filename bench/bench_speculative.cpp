@@ -97,7 +97,7 @@ int bench(int argc, char** argv) {
   auto target = fs::load_model(args.get_or("model", shared + "/models/fortune-demo"), {}, "cpu");
   const std::string drafter_dir = args.get_or("drafter", shared + "/models/fortune-draft");
   const int max_tokens = int(args.get_int("max-tokens", 128));
-  const int k = int(args.get_int("draft-tokens", 4));
+  const int k = int(args.get_int("draft-tokens", fs::EngineOptions{}.draft_tokens));
   std::vector<std::vector<int32_t>> prompts;
   const auto cases = fs::read_json_file(args.get_or("cases", shared + "/reference/fortune-demo/cases.json"));
   for (const auto& c : cases["cases"]) prompts.push_back(c["ids"].get<std::vector<int32_t>>());
@@ -108,7 +108,7 @@ int bench(int argc, char** argv) {
   const double one_row = window_seconds(*target->model, 1, 20);
   std::printf("target one-row step %.3f ms; drafter one-row step %.3f ms (%.2f of it)\n", one_row * 1e3,
               window_seconds(*draft_model->model, 1, 20) * 1e3, window_seconds(*draft_model->model, 1, 20) / one_row);
-  for (int rows : {2, 3, 5, 8, 16})
+  for (int rows : {2, 3, 4, 5, 8, 16})
     std::printf("target verify window of %2d rows: %.2f x a one-row step\n", rows,
                 window_seconds(*target->model, rows, 20) / one_row);
   run(*target->model, prompts, 1, 16, nullptr, k);  // warm-up
