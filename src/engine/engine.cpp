@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engine/drafters/drafter.h"
+#include "engine/state_snapshots.h"
 #include "engine/stream.h"
 #include "models/kv_pool.h"
 #include "models/model.h"
@@ -53,9 +54,11 @@ Engine::Engine(Model& model, EngineOptions options) : model_(model), options_(op
                  "back to the last kept row\n", model_.config().architecture.c_str());
     options_.drafter.reset();
   }
-  if (state_slots_ && (options_.prompt_cache_pages > 0 || options_.prompt_cache_host_pages > 0)) {
-    std::fprintf(stderr, "foldserve: the prompt cache is off for %s: it keeps K/V pages but not the recurrent state "
-                 "of its linear-attention layers\n", model_.config().architecture.c_str());
+  state_stride_ = state_snapshot_stride(options_, spec);
+  const bool cache_asked = options_.prompt_cache_pages > 0 || options_.prompt_cache_host_pages > 0;
+  if (state_slots_ && state_stride_ == 0 && cache_asked) {
+    std::fprintf(stderr, "foldserve: the prompt cache is off for %s: it has no attention layers to keep pages of\n",
+                 model_.config().architecture.c_str());
     options_.prompt_cache_pages = 0;
     options_.prompt_cache_host_pages = 0;
   }
@@ -174,7 +177,7 @@ void Engine::finish(Stream& s, FinishReason reason, const std::string& error) {
   s.finished = true;
   std::string why = error;
   try {
-    if (cache_ && reason != FinishReason::Error) cache_->insert(s.keys, s.computed, s.pages);
+    if (reason != FinishReason::Error) keep_in_cache(s);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "foldserve: the prompt cache could not keep stream %llu: %s\n", (unsigned long long)s.id,
                  e.what());

@@ -76,6 +76,9 @@ struct EngineOptions {
   int kv_pages = 0;            // pages of the KV pool, prompt cache included (0 → parallel × context + cache pages)
   int prompt_cache_pages = 0;  // pool pages the prompt cache may hold (0 → no prompt cache)
   int prompt_cache_host_pages = 0;  // pages the cache may keep in host memory after eviction
+  // Models with recurrent state: positions between the state snapshots a computing stream gives the prompt cache
+  // (a multiple of kv_page_tokens; 0 → as many pages as one snapshot takes, see engine/state_snapshots.h).
+  int prompt_cache_state_stride = 0;
   bool device_sampling = true;      // let a model that can pick tokens do so for requests without penalties/logprobs
   // Speculative decoding: the drafter proposes up to `draft_tokens` tokens per round for each decoding stream and the
   // target verifies them in one window of rows; null → none. Replies are the same bits either way.
@@ -160,6 +163,14 @@ class Engine {
   // Accepts a verify window's tokens one by one from `row` on (ids) and `logit_row` on (host logits), stopping at the
   // first mismatch with the draft or the stream's end; advances both past the window's rows.
   void accept_window(Stream& s, const RoundItem& it, SampledForward& out, size_t& row, size_t& logit_row);
+  // Prompt-cache state snapshots (engine_snapshots.cpp): where this round's chunks take them, handing them to the
+  // cache, keeping a stream's computed prefix (with its state) in the cache, and restoring an adopted state.
+  void plan_state_snapshots(const std::vector<RoundItem>& items);
+  void keep_state_snapshots(Stream& s);
+  void keep_in_cache(Stream& s);
+  // keep_in_cache for a preempted stream, releasing its pages before its state is kept.
+  void park_in_cache(Stream& s);
+  void restore_cached_state(Stream& s);
   void publish_cache_stats();
   void check_sampled(const SampledForward& out, std::span<const RowSampling> rows) const;
 
@@ -168,6 +179,7 @@ class Engine {
   std::unique_ptr<KvPool> pool_;
   std::unique_ptr<PromptCache> cache_;
   bool state_slots_ = false;  // the model carries recurrent state: one slot per admitted stream
+  int state_stride_ = 0;      // positions between the state snapshots streams take for the prompt cache (0 → none)
   int stream_positions_ = 0;
   mutable std::mutex mu_;
   std::condition_variable wake_;

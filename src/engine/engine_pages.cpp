@@ -37,6 +37,7 @@ void Engine::adopt_cached_prefix(Stream& s) {
   CacheHit hit = cache_->lookup(s.keys, int(s.tokens.size()) - 1, false);
   s.pages = std::move(hit.pages);
   s.computed = hit.positions;
+  s.resume_state = std::move(hit.state);
 }
 
 void Engine::admit(Streams& active) {
@@ -66,6 +67,7 @@ void Engine::admit(Streams& active) {
       break;
     }
     take_state_slot(s);
+    restore_cached_state(s);
     if (!s.admitted) {
       s.admitted = true;
       s.cached = s.computed;
@@ -93,10 +95,11 @@ bool Engine::grow_pages(Stream& s, int positions) {
 }
 
 void Engine::reset_to_queued(Stream& s, bool keep_prefix) {
-  if (keep_prefix && cache_) cache_->insert(s.keys, s.computed, s.pages);
+  if (keep_prefix) park_in_cache(s);
   for (int32_t p : s.pages) pool_->release(p);
   s.pages.clear();
   s.computed = 0;
+  s.resume_state = {};
   s.draft.clear();
   release_state_slot(s);
 }
@@ -125,7 +128,10 @@ std::vector<RoundItem> Engine::plan_within_pool(std::vector<Stream*>& order) {
     auto items = plan_round(order, options_.prefill_chunk, options_.round_tokens);
     bool fits = true;
     for (const auto& it : items) fits = fits && grow_pages(*it.stream, it.begin + it.count);
-    if (fits) return items;
+    if (fits) {
+      plan_state_snapshots(items);
+      return items;
+    }
     // Drafts are only speed: drop them all before preempting anyone.
     bool drafts = false;
     for (Stream* s : order) {
@@ -150,6 +156,7 @@ void Engine::retire(Streams& active) {
   Streams kept, preempted;
   for (auto& s : active) {
     if (s->finished) continue;
+    keep_state_snapshots(*s);
     if (s->preempted) {
       s->preempted = false;
       preempted.push_back(std::move(s));

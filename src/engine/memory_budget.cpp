@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "engine/state_snapshots.h"
 #include "models/kv_pool.h"
 #include "models/model.h"
 
@@ -106,6 +107,12 @@ MemoryBudget cpu_budget(const ModelConfig& c, size_t weight_bytes, const EngineO
     b.lines.push_back({"recurrent state slots (" + std::to_string(o.parallel) + " streams × " +
                            std::to_string(spec.state_bytes()) + " bytes)",
                        size_t(o.parallel) * spec.state_bytes()});
+  // Snapshots kept by the prompt cache live in its pool pages; those being taken or handed over are counted here.
+  const size_t in_flight = o.prompt_cache_pages > 0 ? state_snapshots_in_flight(o, spec) : 0;
+  if (in_flight > 0)
+    b.lines.push_back({"recurrent state snapshots in flight (" + std::to_string(in_flight) + " × " +
+                           std::to_string(spec.state_bytes()) + " bytes)",
+                       in_flight * spec.state_bytes()});
   const size_t rows = size_t(o.round_tokens) + size_t(o.parallel);
   const size_t per_row = size_t(c.hidden_size) * 4 + size_t(c.num_heads) * size_t(c.head_dim) * 2 +
                          size_t(c.num_kv_heads) * size_t(c.head_dim) * 2 + size_t(c.intermediate_size) * 2;

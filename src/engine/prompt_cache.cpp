@@ -12,15 +12,23 @@ struct PromptCache::Node {
   std::vector<uint64_t> keys;  // at most page_tokens keys; fewer for a partial page
   int32_t page = -1;           // pool page, or -1 when only in the host tier
   std::vector<float> host;     // the page's data while in the host tier
+  std::vector<int32_t> state_pages;  // recurrent state after this node's last key, on the device
+  std::vector<float> state_host;     // the same while in the host tier
   Node* parent = nullptr;
   std::vector<std::unique_ptr<Node>> children;
   uint64_t last_used = 0;
 
   bool on_device() const { return page >= 0; }
+  bool has_state() const { return !state_pages.empty() || !state_host.empty(); }
 };
 
 PromptCache::PromptCache(KvPool& pool, Model& model, int device_pages, int host_pages)
-    : pool_(pool), model_(model), max_device_(device_pages), max_host_(host_pages), root_(std::make_unique<Node>()) {}
+    : pool_(pool), model_(model), max_device_(device_pages), max_host_(host_pages), root_(std::make_unique<Node>()) {
+  if (pool_.state_floats() > 0 && pool_.page_floats() > 0)
+    state_pages_ = int((pool_.state_floats() + pool_.page_floats() - 1) / pool_.page_floats());
+}
+
+int PromptCache::pages_of(const Node* node) const { return 1 + (node->has_state() ? state_pages_ : 0); }
 
 PromptCache::~PromptCache() {
   std::vector<Node*> stack{root_.get()};
@@ -28,6 +36,7 @@ PromptCache::~PromptCache() {
     Node* n = stack.back();
     stack.pop_back();
     if (n->on_device()) pool_.release(n->page);
+    for (int32_t p : n->state_pages) pool_.release(p);
     for (auto& c : n->children) stack.push_back(c.get());
   }
 }
@@ -42,12 +51,29 @@ PromptCache::Node* PromptCache::best_child(Node* node, std::span<const uint64_t>
   for (auto& c : node->children) {
     size_t n = std::min(c->keys.size(), keys.size()), m = 0;
     while (m < n && c->keys[m] == keys[m]) ++m;
-    if (m > *common) {
+    // With recurrent state, a tie goes to a child that ends there with a snapshot (a partial last page).
+    const bool ends_with_state = state_pages_ > 0 && m > 0 && m == *common && m == c->keys.size() && c->has_state();
+    if (m > *common || ends_with_state) {
       *common = m;
       best = c.get();
     }
   }
   return best;
+}
+
+int PromptCache::deepest_snapshot(std::span<const uint64_t> keys, int max_positions) const {
+  Node* node = root_.get();
+  size_t pos = 0;
+  int deepest = 0;
+  while (pos < size_t(max_positions)) {
+    size_t m = 0;
+    Node* c = best_child(node, keys.subspan(pos, size_t(max_positions) - pos), &m);
+    if (!c || m != c->keys.size()) break;
+    pos += m;
+    if (c->has_state()) deepest = int(pos);
+    node = c;
+  }
+  return deepest;
 }
 
 template <class Pred>
@@ -67,16 +93,19 @@ void PromptCache::drop(Node* node) {
   while (!node->children.empty()) drop(node->children.back().get());
   if (node->on_device()) {
     pool_.release(node->page);
-    --stats_.device_pages;
+    for (int32_t p : node->state_pages) pool_.release(p);
+    stats_.device_pages -= pages_of(node);
+  } else {
+    stats_.host_pages -= pages_of(node);
   }
-  if (!node->host.empty()) --stats_.host_pages;
+  if (node->has_state()) --stats_.state_snapshots;
   auto& siblings = node->parent->children;
   siblings.erase(std::find_if(siblings.begin(), siblings.end(), [&](auto& c) { return c.get() == node; }));
 }
 
-bool PromptCache::make_room_on_host() {
-  if (max_host_ <= 0) return false;
-  while (stats_.host_pages >= max_host_) {
+bool PromptCache::make_room_on_host(int pages) {
+  if (max_host_ < pages) return false;
+  while (stats_.host_pages + pages > max_host_) {
     Node* victim = least_recent([](Node* n) { return !n->on_device() && n->children.empty(); });
     if (!victim) return false;
     drop(victim);
@@ -90,15 +119,21 @@ bool PromptCache::evict_one() {
     if (!n->on_device() || pool_.refcount(n->page) != 1) return false;
     return std::all_of(n->children.begin(), n->children.end(), [](auto& c) { return !c->on_device(); });
   });
-  if (!victim) return false;
-  if (make_room_on_host()) {
-    std::vector<float> data(pool_.page_floats());
-    model_.save_kv_page(pool_, victim->page, data.data());  // a throw leaves the page on the device
+  if (!victim) return drop_shared_snapshot();
+  if (make_room_on_host(pages_of(victim))) {
+    const size_t F = pool_.page_floats();
+    std::vector<float> data(F), state(victim->state_pages.size() * F);
+    model_.save_kv_page(pool_, victim->page, data.data());  // a throw leaves the pages on the device
+    for (size_t i = 0; i < victim->state_pages.size(); ++i)
+      model_.save_kv_page(pool_, victim->state_pages[i], state.data() + i * F);
     victim->host = std::move(data);
+    victim->state_host = std::move(state);
     pool_.release(victim->page);
+    for (int32_t p : victim->state_pages) pool_.release(p);
     victim->page = -1;
-    --stats_.device_pages;
-    ++stats_.host_pages;
+    victim->state_pages.clear();
+    stats_.device_pages -= pages_of(victim);
+    stats_.host_pages += pages_of(victim);
   } else {
     drop(victim);
   }
@@ -106,39 +141,119 @@ bool PromptCache::evict_one() {
   return true;
 }
 
+// A snapshot whose node's page a stream still holds is the cache's alone: it can go while the node stays.
+bool PromptCache::drop_shared_snapshot() {
+  Node* victim = least_recent([&](Node* n) { return n != resuming_ && !n->state_pages.empty(); });
+  if (!victim) return false;
+  for (int32_t p : victim->state_pages) pool_.release(p);
+  stats_.device_pages -= int(victim->state_pages.size());
+  victim->state_pages.clear();
+  --stats_.state_snapshots;
+  ++stats_.evictions;
+  return true;
+}
+
 bool PromptCache::ensure_on_device(Node* node) {
   if (node->on_device()) return true;
-  while (stats_.device_pages >= max_device_ || pool_.pages_free() == 0)
+  const int need = pages_of(node);
+  while (stats_.device_pages + need > max_device_ || pool_.pages_free() < need)
     if (!evict_one()) return false;
-  auto page = pool_.allocate();
-  if (!page) return false;
-  model_.load_kv_page(pool_, *page, node->host.data());
-  node->page = *page;
-  node->host.clear();
-  node->host.shrink_to_fit();
-  ++stats_.device_pages;
-  --stats_.host_pages;
+  std::vector<int32_t> pages;
+  try {
+    const size_t F = pool_.page_floats();
+    for (int i = 0; i < need; ++i) pages.push_back(*pool_.allocate());
+    model_.load_kv_page(pool_, pages[0], node->host.data());
+    for (int i = 1; i < need; ++i)
+      model_.load_kv_page(pool_, pages[size_t(i)], node->state_host.data() + size_t(i - 1) * F);
+  } catch (...) {
+    for (int32_t p : pages) pool_.release(p);
+    throw;
+  }
+  node->page = pages[0];
+  node->state_pages.assign(pages.begin() + 1, pages.end());
+  node->host = {};
+  node->state_host = {};
+  stats_.device_pages += need;
+  stats_.host_pages -= need;
   ++stats_.host_restores;
   return true;
+}
+
+// The snapshot goes into pages of its own, padded to whole pages; without room it is not kept.
+void PromptCache::keep_snapshot(Node* node, const float* state) {
+  const int need = state_pages_;
+  while (stats_.device_pages + need > max_device_ || pool_.pages_free() < need)
+    if (!evict_one()) return;
+  const size_t F = pool_.page_floats();
+  std::vector<float> padded(size_t(need) * F, 0.0f);
+  std::copy_n(state, pool_.state_floats(), padded.data());
+  std::vector<int32_t> pages;
+  try {
+    for (int i = 0; i < need; ++i) {
+      pages.push_back(*pool_.allocate());
+      model_.load_kv_page(pool_, pages.back(), padded.data() + size_t(i) * F);
+    }
+  } catch (...) {
+    for (int32_t p : pages) pool_.release(p);
+    throw;
+  }
+  node->state_pages = std::move(pages);
+  stats_.device_pages += need;
+  ++stats_.state_snapshots;
+}
+
+// A leaf only the cache holds goes to the host tier with its snapshot when the device has no room for the snapshot.
+void PromptCache::park_on_host(Node* node, const float* state) {
+  if (node->children.size() > 0 || pool_.refcount(node->page) != 1 || !make_room_on_host(1 + state_pages_)) return;
+  const size_t F = pool_.page_floats();
+  std::vector<float> data(F), padded(size_t(state_pages_) * F, 0.0f);
+  model_.save_kv_page(pool_, node->page, data.data());
+  std::copy_n(state, pool_.state_floats(), padded.data());
+  node->host = std::move(data);
+  node->state_host = std::move(padded);
+  pool_.release(node->page);
+  node->page = -1;
+  --stats_.device_pages;
+  stats_.host_pages += 1 + state_pages_;
+  ++stats_.state_snapshots;
+  ++stats_.evictions;
+}
+
+void PromptCache::read_snapshot(const Node* node, std::vector<float>& out) {
+  const size_t F = pool_.page_floats();
+  out.assign(node->state_pages.size() * F, 0.0f);
+  for (size_t i = 0; i < node->state_pages.size(); ++i)
+    model_.save_kv_page(pool_, node->state_pages[i], out.data() + i * F);
+  out.resize(pool_.state_floats());
 }
 
 CacheHit PromptCache::lookup(std::span<const uint64_t> keys, int max_positions, bool counted) {
   CacheHit hit;
   const size_t P = size_t(pool_.page_tokens());
+  // With recurrent state nothing past the deepest snapshot can be resumed from.
+  if (state_pages_ > 0) max_positions = deepest_snapshot(keys, max_positions);
   Node* node = root_.get();
   size_t pos = 0;
   int32_t held = -1;  // a node's page retained while its positions are copied
+  size_t resume_pos = 0, resume_pages = 0;  // the deepest snapshot reached
+  Node* resume_node = nullptr;              // its node, while its state is still to be copied out
   try {
     while (pos < size_t(max_positions)) {
       size_t m = 0;
       Node* c = best_child(node, keys.subspan(pos, size_t(max_positions) - pos), &m);
       if (!c || !ensure_on_device(c)) break;
       touch(c);
+      const bool snapshot = state_pages_ > 0 && m == c->keys.size() && c->has_state();
       if (m == P) {
         pool_.retain(c->page);
         hit.pages.push_back(c->page);
         pos += P;
         node = c;
+        if (snapshot) {
+          resuming_ = resume_node = c;
+          resume_pos = pos;
+          resume_pages = hit.pages.size();
+        }
         continue;
       }
       // A partial match, or a partial page: the caller writes after it, so it gets a private copy.
@@ -149,11 +264,26 @@ CacheHit PromptCache::lookup(std::span<const uint64_t> keys, int max_positions, 
         hit.pages.push_back(*fresh);
         model_.copy_kv_positions(pool_, held, *fresh, int(m));
         pos += m;
+        if (snapshot) {
+          read_snapshot(c, hit.state);
+          resume_node = nullptr;
+          resume_pos = pos;
+          resume_pages = hit.pages.size();
+        }
       }
       pool_.release(std::exchange(held, -1));
       break;
     }
+    if (resume_node) read_snapshot(resume_node, hit.state);  // its page is retained, its snapshot kept by resuming_
+    resuming_ = nullptr;
+    if (state_pages_ > 0) {
+      for (size_t i = resume_pages; i < hit.pages.size(); ++i) pool_.release(hit.pages[i]);
+      hit.pages.resize(resume_pages);
+      pos = resume_pos;
+      if (pos == 0) hit.state.clear();
+    }
   } catch (...) {
+    resuming_ = nullptr;
     if (held >= 0) pool_.release(held);
     for (int32_t p : hit.pages) pool_.release(p);
     throw;
@@ -178,12 +308,13 @@ int PromptCache::evictable_pages() const {
     const Node* node = stack.back();
     stack.pop_back();
     for (auto& c : node->children) stack.push_back(c.get());
-    if (node->on_device() && pool_.refcount(node->page) == 1) ++n;
+    if (node->on_device()) n += pool_.refcount(node->page) == 1 ? pages_of(node) : int(node->state_pages.size());
   }
   return n;
 }
 
-int PromptCache::insert(std::span<const uint64_t> keys, int positions, std::span<const int32_t> pages) {
+int PromptCache::insert(std::span<const uint64_t> keys, int positions, std::span<const int32_t> pages,
+                        const float* state) {
   if (max_device_ <= 0) return 0;
   const size_t P = size_t(pool_.page_tokens());
   Node* node = root_.get();
@@ -210,11 +341,14 @@ int PromptCache::insert(std::span<const uint64_t> keys, int positions, std::span
       same = fresh.get();
       node->children.push_back(std::move(fresh));
     } else if (!same->on_device()) {
+      // The page comes back from the stream; a snapshot in the host tier is dropped rather than moved.
+      stats_.host_pages -= pages_of(same);
+      if (same->has_state()) --stats_.state_snapshots;
+      same->state_host = {};
       same->page = pages[i];
       pool_.retain(pages[i]);
-      same->host.clear();
+      same->host = {};
       ++stats_.device_pages;
-      --stats_.host_pages;
     }
     touch(same);
     pool_.retain(same->page);
@@ -222,8 +356,44 @@ int PromptCache::insert(std::span<const uint64_t> keys, int positions, std::span
     node = same;
     pos += n;
   }
+  try {
+    if (state && state_pages_ > 0 && pos == size_t(positions) && node != root_.get() && !node->has_state())
+      keep_snapshot(node, state);
+  } catch (...) {
+    for (int32_t p : path) pool_.release(p);
+    throw;
+  }
   for (int32_t p : path) pool_.release(p);
   return int(pos);
+}
+
+bool PromptCache::keep_state(std::span<const uint64_t> keys, int positions, const float* state) {
+  if (state_pages_ == 0 || positions <= 0) return false;
+  const size_t P = size_t(pool_.page_tokens());
+  Node* node = root_.get();
+  std::vector<int32_t> path;  // held so room-making cannot evict the node or its ancestors
+  for (size_t pos = 0; pos < size_t(positions) && node;) {
+    const size_t n = std::min(P, size_t(positions) - pos);
+    Node* next = nullptr;
+    for (auto& c : node->children)
+      if (c->on_device() && c->keys.size() == n && std::equal(c->keys.begin(), c->keys.end(), keys.begin() + pos))
+        next = c.get();
+    if (next) {
+      pool_.retain(next->page);
+      path.push_back(next->page);
+      pos += n;
+    }
+    node = next;
+  }
+  try {
+    if (node && !node->has_state()) keep_snapshot(node, state);
+    if (node && !node->has_state()) park_on_host(node, state);
+  } catch (...) {
+    for (int32_t p : path) pool_.release(p);
+    throw;
+  }
+  for (int32_t p : path) pool_.release(p);
+  return node && node->has_state();
 }
 
 PromptCacheStats PromptCache::stats() const { return stats_; }

@@ -1,7 +1,8 @@
 #pragma once
 // The prompt cache: a radix tree over token keys whose nodes hold one KV page each (a full page of positions, or
 // a partial last page), shared by reference count with the streams that adopt them. Evicted pages can move to a
-// host-memory tier and come back on a hit.
+// host-memory tier and come back on a hit. For models with recurrent state, a node may also hold a snapshot of that
+// state after its last position, in pool pages of its own; a lookup then resumes at the deepest snapshot.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -18,48 +19,75 @@ struct PromptCacheStats {
   uint64_t cached_tokens = 0;  // positions adopted, summed over hits
   uint64_t evictions = 0;      // pages leaving the device (to the host tier or dropped)
   uint64_t host_restores = 0;  // pages brought back from the host tier
-  int device_pages = 0;        // pages of the pool the cache holds
+  int device_pages = 0;        // pages of the pool the cache holds (state snapshots' pages included)
   int host_pages = 0;
+  int state_snapshots = 0;     // recurrent-state snapshots kept, on the device or in the host tier
 };
 
 struct CacheHit {
   std::vector<int32_t> pages;  // retained for the caller, in position order
   int positions = 0;           // positions whose K/V these pages hold
+  std::vector<float> state;    // models with recurrent state: that state after `positions` positions
+};
+
+// A stream's recurrent state after `position` positions, taken for the prompt cache.
+struct StateSnapshot {
+  int position = 0;
+  std::vector<float> state;
 };
 
 class PromptCache {
  public:
-  // Keeps at most `device_pages` pages of the pool and `host_pages` pages in host memory.
+  // Keeps at most `device_pages` pages of the pool and `host_pages` pages in host memory, snapshots' pages included
+  // (a pool with state slots: each snapshot takes ceil(state floats / page floats) pages).
   PromptCache(KvPool& pool, Model& model, int device_pages, int host_pages);
   ~PromptCache();
 
   // Adopts the longest cached prefix of keys[0, max_positions): full pages are shared, a partially matching page
-  // is copied into a fresh page. The returned pages are the caller's to release. `counted` → the lookup and its
-  // hit enter the stats now; else the caller counts it with count_lookup (or never, for a stream re-adopting its
-  // own prefix). On an exception nothing stays retained for the caller.
+  // is copied into a fresh page. With recurrent state, the prefix ends at the deepest snapshot, copied into the hit.
+  // The returned pages are the caller's to release. `counted` → the lookup and its hit enter the stats now; else the
+  // caller counts it with count_lookup (or never, for a stream re-adopting its own prefix). On an exception nothing
+  // stays retained for the caller.
   CacheHit lookup(std::span<const uint64_t> keys, int max_positions, bool counted = true);
   void count_lookup(int positions);
-  // Keeps the K/V of keys[0, positions) held in `pages`; returns how many positions the tree now covers for them
+  // Keeps the K/V of keys[0, positions) held in `pages`, and `state` (the recurrent state after `positions`, or null)
+  // when the whole prefix is kept and room is found; returns how many positions the tree now covers for them
   // (fewer when nothing could be evicted to make room).
-  int insert(std::span<const uint64_t> keys, int positions, std::span<const int32_t> pages);
-  // Frees one device page the cache alone holds (least recently used); false when none can go.
+  int insert(std::span<const uint64_t> keys, int positions, std::span<const int32_t> pages,
+             const float* state = nullptr);
+  // Keeps `state` at the node that ends keys[0, positions) exactly (evicting others for room, or moving that node
+  // to the host tier with it); false when there is no such node or no room.
+  bool keep_state(std::span<const uint64_t> keys, int positions, const float* state);
+  // Frees one node's device pages that the cache alone holds (least recently used), else a snapshot of a node a
+  // stream still holds; false when none can go.
   bool evict_one();
-  // Device pages only the cache holds: what evict_one can free, one by one.
+  // Device pages only the cache holds: what evict_one can free, one call at a time.
   int evictable_pages() const;
+  // Pool pages one state snapshot takes (0 without recurrent state).
+  int pages_per_snapshot() const { return state_pages_; }
   PromptCacheStats stats() const;
 
  private:
   struct Node;
   Node* best_child(Node* node, std::span<const uint64_t> keys, size_t* common) const;
+  // Positions up to the deepest node with a state snapshot along keys[0, max_positions).
+  int deepest_snapshot(std::span<const uint64_t> keys, int max_positions) const;
+  int pages_of(const Node* node) const;
   bool ensure_on_device(Node* node);
+  void keep_snapshot(Node* node, const float* state);
+  void read_snapshot(const Node* node, std::vector<float>& out);
+  void park_on_host(Node* node, const float* state);
   void drop(Node* node);
-  bool make_room_on_host();
+  bool make_room_on_host(int pages);
+  bool drop_shared_snapshot();
   void touch(Node* node);
   template <class Pred> Node* least_recent(Pred pred) const;
 
   KvPool& pool_;
   Model& model_;
   int max_device_, max_host_;
+  int state_pages_ = 0;  // pool pages per recurrent-state snapshot
+  const Node* resuming_ = nullptr;  // the node a lookup in progress will resume from: its snapshot stays
   std::unique_ptr<Node> root_;
   uint64_t clock_ = 0;
   PromptCacheStats stats_;

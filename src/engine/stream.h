@@ -6,6 +6,7 @@
 
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "models/model.h"
 
 namespace fs {
 
@@ -20,6 +21,9 @@ struct Stream {
   int cached = 0;               // prompt positions adopted from the prompt cache at the first admission
   std::vector<int32_t> pages;
   int32_t state_slot = -1;      // recurrent-state slot while admitted (models with recurrent layers)
+  std::vector<float> resume_state;  // the state at `computed` adopted from the prompt cache, until a slot holds it
+  std::vector<StateSnapshot> snapshots;  // states this round's chunk takes for the prompt cache
+  std::vector<StateSnapshotTarget> snapshot_targets;  // where the forward pass writes them
   uint64_t seed = 0;
   TokenCounts counts;
   int generated = 0;

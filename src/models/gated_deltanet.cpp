@@ -24,9 +24,10 @@ void l2_normalize(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 
-// The causal depthwise conv + SiLU of one sequence's rows, continuing from (and updating) its conv tail.
+// The causal depthwise conv + SiLU of one sequence's rows, continuing from (and updating) its conv tail; each tap
+// gets the tail as it stands after its rows.
 void conv_sequence(const DeltaNetShape& s, const std::vector<float>& weight, const float* in, int rows, float* tail,
-                   float* out) {
+                   std::span<const DeltaNetTap> taps, float* out) {
   const int C = s.conv_channels(), K = s.conv_kernel, past = K - 1;
   std::vector<float> window(size_t(past + rows) * size_t(C));
   std::copy_n(tail, size_t(past) * C, window.data());
@@ -37,6 +38,8 @@ void conv_sequence(const DeltaNetShape& s, const std::vector<float>& weight, con
       for (int i = 0; i < K; ++i) acc += weight[size_t(c) * K + size_t(i)] * window[size_t(t + i) * C + size_t(c)];
       out[size_t(t) * C + size_t(c)] = silu(acc);
     }
+  for (const DeltaNetTap& tap : taps)
+    std::copy_n(window.data() + size_t(tap.after_rows) * C, size_t(past) * C, tap.state);
   std::copy_n(window.data() + size_t(rows) * C, size_t(past) * C, tail);
 }
 
@@ -78,7 +81,7 @@ void deltanet_forward(const DeltaNetWeights& w, const DeltaNetShape& s, const fl
       const DeltaNetSequence& q = seqs[i];
       if (q.fresh) std::fill_n(q.state, s.state_floats(), 0.0f);
       const size_t off = size_t(q.first_row) * C;
-      conv_sequence(s, w.conv, qkv.data() + off, q.rows, q.state, conv.data() + off);
+      conv_sequence(s, w.conv, qkv.data() + off, q.rows, q.state, q.taps, conv.data() + off);
     }
   });
   const float q_scale = float(1.0 / std::sqrt(double(dk)));
@@ -91,6 +94,8 @@ void deltanet_forward(const DeltaNetWeights& w, const DeltaNetShape& s, const fl
       const int h = int(item % size_t(nv)), kh = h / group;
       float* S = q.state + s.conv_state_floats() + size_t(h) * dk * dv;  // [dk][dv]
       const float A = std::exp(w.a_log[size_t(h)]);
+      const size_t head_offset = s.conv_state_floats() + size_t(h) * dk * dv;
+      auto tap = q.taps.begin();
       for (int r = q.first_row; r < q.first_row + q.rows; ++r) {
         const float* row = conv.data() + size_t(r) * C;
         std::copy_n(row + size_t(kh) * dk, dk, qv.data());
@@ -119,6 +124,8 @@ void deltanet_forward(const DeltaNetWeights& w, const DeltaNetShape& s, const fl
             o[j] += Si[j] * qv[size_t(i)];
           }
         }
+        for (; tap != q.taps.end() && tap->after_rows == r - q.first_row + 1; ++tap)
+          std::copy_n(S, size_t(dk) * dv, tap->state + head_offset);
         // RMSNorm of the head's output (plain weight), gated by SiLU(z).
         float ss = 0;
         for (int j = 0; j < dv; ++j) ss += o[j] * o[j];

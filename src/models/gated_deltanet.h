@@ -36,12 +36,19 @@ struct DeltaNetWeights {
 DeltaNetWeights load_deltanet(const Checkpoint& ck, const std::string& prefix, const DeltaNetShape& shape,
                               int hidden);
 
+// A copy of the layer state taken after the sequence's first `after_rows` rows (1..rows), laid out as the state.
+struct DeltaNetTap {
+  int after_rows = 0;
+  float* state = nullptr;
+};
+
 // The consecutive rows of one sequence in a forward pass and its layer state (fresh → cleared first).
 struct DeltaNetSequence {
   int first_row = 0;
   int rows = 0;
   float* state = nullptr;
   bool fresh = false;
+  std::span<const DeltaNetTap> taps;  // in ascending after_rows
 };
 
 // x [T, hidden] (already normed) → out [T, hidden]; each sequence's rows run in order through its own state.

@@ -1,5 +1,7 @@
 #include "models/model.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "models/kv_pool.h"
 
@@ -24,5 +26,13 @@ SequenceMemorySpec Model::memory_spec() const { return memory_spec_for(config())
 void Model::save_kv_page(KvPool& pool, int32_t page, float* dst) { pool.save_page(page, dst); }
 
 void Model::load_kv_page(KvPool& pool, int32_t page, const float* src) { pool.load_page(page, src); }
+
+void Model::save_state(KvPool& pool, int32_t slot, float* dst) {
+  std::copy_n(pool.state(slot), pool.state_floats(), dst);
+}
+
+void Model::load_state(KvPool& pool, int32_t slot, const float* src) {
+  std::copy_n(src, pool.state_floats(), pool.state(slot));
+}
 
 }  // namespace fs

@@ -14,6 +14,13 @@ namespace fs {
 class KvPool;
 class Checkpoint;
 
+// Where a forward pass copies a stream's recurrent state as it stands after `position` positions (for the prompt
+// cache): state_floats of the model's memory spec.
+struct StateSnapshotTarget {
+  int position = 0;
+  float* state = nullptr;
+};
+
 // New tokens of one stream in this forward pass: positions start_pos .. start_pos+tokens.size()-1.
 struct SequenceChunk {
   std::span<const int32_t> tokens;
@@ -29,6 +36,8 @@ struct SequenceChunk {
   // The stream's recurrent-state slot in the pool (models with recurrent layers; -1 → none). A chunk starting at
   // position 0 begins from a cleared state; any other continues the slot's state, which holds start_pos positions.
   int32_t state_slot = -1;
+  // Snapshots of that state at positions in (start_pos, start_pos + tokens.size()], in ascending order.
+  std::span<const StateSnapshotTarget> state_snapshots;
 };
 
 // How the engine wants one logit row back: its logits (sampled on the host) or a token the model picks itself.
@@ -75,6 +84,9 @@ class Model {
   virtual void copy_kv_positions(KvPool& pool, int32_t from, int32_t to, int positions);
   virtual void save_kv_page(KvPool& pool, int32_t page, float* dst);
   virtual void load_kv_page(KvPool& pool, int32_t page, const float* src);
+  // A state slot's recurrent state to and from host floats (the spec's state_floats), for prompt-cache snapshots.
+  virtual void save_state(KvPool& pool, int32_t slot, float* dst);
+  virtual void load_state(KvPool& pool, int32_t slot, const float* src);
   // "cpu" or "cuda".
   virtual const char* device_name() const { return "cpu"; }
   // Floats per position per layer for K plus V (what one KV position costs, times layers).

@@ -102,6 +102,11 @@ class Qwen35 final : public Model {
       if (size_t(end) > ch.pages.size() * size_t(pool.page_tokens()))
         throw Error("KV page table too short for the chunk");
       if (spec_.has_state() && ch.state_slot < 0) throw Error("a chunk of a recurrent model carries no state slot");
+      for (size_t i = 0; i < ch.state_snapshots.size(); ++i) {
+        const int p = ch.state_snapshots[i].position;
+        if (p <= ch.start_pos || p > end || (i > 0 && p <= ch.state_snapshots[i - 1].position))
+          throw Error("state snapshots must fall inside their chunk, in ascending order");
+      }
       if (!ch.mrope_positions.empty() && ch.mrope_positions.size() != ch.tokens.size() * 3)
         throw Error("M-RoPE positions do not cover the chunk");
       for (size_t d = 0; d < c; ++d)
@@ -145,15 +150,21 @@ class Qwen35 final : public Model {
     interleaved_mrope_angles(inv_freq_, opt_.mrope_section, r.rope_positions.data(), T, cos.data(), sin.data());
     AttentionRows rows{chunks, r.positions, r.chunk_of, cos.data(), sin.data()};
     std::vector<DeltaNetSequence> seqs(chunks.size());
+    std::vector<std::vector<DeltaNetTap>> taps(chunks.size());
     if (states) states->assign(x.begin(), x.end());
     for (int li = 0; li < c.num_layers; ++li) {
       const Layer& L = layers_[size_t(li)];
       cpu::rmsnorm(x.data(), L.input_norm.data(), T, H, eps, xn.data());
       if (L.linear) {
         const size_t offset = size_t(L.slot) * opt_.deltanet.state_floats();
-        for (size_t ci = 0; ci < chunks.size(); ++ci)
-          seqs[ci] = {r.first_row[ci], int(chunks[ci].tokens.size()), pool.state(chunks[ci].state_slot) + offset,
-                      chunks[ci].start_pos == 0};
+        for (size_t ci = 0; ci < chunks.size(); ++ci) {
+          const SequenceChunk& ch = chunks[ci];
+          taps[ci].clear();
+          for (const StateSnapshotTarget& t : ch.state_snapshots)
+            taps[ci].push_back({t.position - ch.start_pos, t.state + offset});
+          seqs[ci] = {r.first_row[ci], int(ch.tokens.size()), pool.state(ch.state_slot) + offset, ch.start_pos == 0,
+                      taps[ci]};
+        }
         deltanet_forward(L.deltanet, opt_.deltanet, xn.data(), T, seqs, mixed.data());
       } else {
         gated_attention_forward(L.attention, attn_shape_, xn.data(), rows, pool, L.slot, mixed.data());
