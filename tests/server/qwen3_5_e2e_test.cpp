@@ -53,3 +53,42 @@ TEST(Qwen35E2E, RepliesAmongEightConcurrentRequestsEqualTheirSoloRuns) {
 
 }  // namespace
 }  // namespace fs::test
+
+namespace fs::test {
+namespace {
+
+// The reply (text and logprobs) and its cached prompt tokens.
+std::pair<std::string, int> reply_and_cached(int port, const json& body) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(300, 0);
+  auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  if (!r || r->status != 200) return {"HTTP error " + (r ? std::to_string(r->status) + " " + r->body : ""), -1};
+  const json j = json::parse(r->body);
+  const json& choice = j["choices"][0];
+  return {choice["message"]["content"].get<std::string>() + "\n" + choice["logprobs"].dump(),
+          j["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>()};
+}
+
+TEST(Qwen35E2E, ASecondTurnResumesTheFirstFromItsStateSnapshotAndEqualsAFreshRun) {
+  FS_REQUIRE_SHARED(shared);
+  const std::string model = (shared / "models/tiny-qwen3.5").string();
+  ServerProcess cached({model, "--device", "cpu", "--context", "512"});
+  ServerProcess fresh({model, "--device", "cpu", "--context", "512", "--prompt-cache-gib", "0"});
+  ASSERT_TRUE(cached.ready()) << cached.stderr_text();
+  ASSERT_TRUE(fresh.ready()) << fresh.stderr_text();
+  std::string system = "You are a careful assistant.";
+  for (int i = 0; i < 12; ++i) system += " Answer briefly and stay on the topic of the question " + std::to_string(i) + ".";
+  json first = {{"messages", {{{"role", "system"}, {"content", system}}, {{"role", "user"}, {"content", "Hello!"}}}},
+                {"max_tokens", 16}, {"temperature", 0}, {"logprobs", true}};
+  json second = first;
+  second["messages"][1]["content"] = "Name three colors.";
+  ASSERT_EQ(reply_and_cached(cached.port(), first).second, 0);
+  const auto [resumed, hit] = reply_and_cached(cached.port(), second);
+  const auto [from_scratch, none] = reply_and_cached(fresh.port(), second);
+  EXPECT_GT(hit, 16) << "the shared system prompt was not resumed from the cache";
+  EXPECT_EQ(none, 0);
+  EXPECT_EQ(resumed, from_scratch);
+}
+
+}  // namespace
+}  // namespace fs::test
