@@ -16,13 +16,12 @@ using json = nlohmann::json;
 int prompt_tokens(const ServerProcess& server, const std::string& content, std::optional<bool> literal) {
   json body = {{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", 1}, {"temperature", 0}};
   if (literal) body["literal_content"] = *literal;
-  httplib::Client c("127.0.0.1", server.port());
-  auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
-  if (!r || r->status != 200) {
-    ADD_FAILURE() << (r ? r->body : "no answer");
+  auto [status, answer] = post_json(server.port(), "/v1/chat/completions", body);
+  if (status != 200) {
+    ADD_FAILURE() << status << " " << answer.dump();
     return -1;
   }
-  return json::parse(r->body)["usage"]["prompt_tokens"].get<int>();
+  return answer["usage"]["prompt_tokens"].get<int>();
 }
 
 TEST(LiteralContentE2E, TypedControlTokensStayTextOnlyWhenAsked) {

@@ -16,11 +16,9 @@ namespace {
 using json = nlohmann::json;
 
 std::string reply_of(int port, const json& body) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_read_timeout(300, 0);
-  auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
-  if (!r || r->status != 200) return "HTTP error " + (r ? std::to_string(r->status) + " " + r->body : "no answer");
-  return json::parse(r->body)["choices"][0]["message"]["content"].get<std::string>();
+  auto [status, answer] = post_json(port, "/v1/chat/completions", body);
+  if (status != 200) return "HTTP error " + std::to_string(status) + " " + answer.dump();
+  return answer["choices"][0]["message"]["content"].get<std::string>();
 }
 
 TEST(PreemptionE2E, RepliesUnderAPoolTooSmallEqualTheirSoloRuns) {

@@ -14,15 +14,17 @@ namespace {
 
 using json = nlohmann::json;
 
-// The reply's text and its logprobs as JSON text (float bits survive the round trip of %.9g-style output).
-std::string reply_of(int port, const json& body) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_read_timeout(300, 0);
-  auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
-  if (!r || r->status != 200) return "HTTP error " + (r ? std::to_string(r->status) + " " + r->body : "no answer");
-  const json choice = json::parse(r->body)["choices"][0];
-  return choice["message"]["content"].get<std::string>() + "\n" + choice["logprobs"].dump();
+// The reply's text and its logprobs as JSON text (float bits survive the round trip of %.9g-style output), and its
+// cached prompt tokens (-1 on an HTTP error).
+std::pair<std::string, int> reply_and_cached(int port, const json& body) {
+  auto [status, answer] = post_json(port, "/v1/chat/completions", body);
+  if (status != 200) return {"HTTP error " + std::to_string(status) + " " + answer.dump(), -1};
+  const json& choice = answer["choices"][0];
+  return {choice["message"]["content"].get<std::string>() + "\n" + choice["logprobs"].dump(),
+          answer["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>()};
 }
+
+std::string reply_of(int port, const json& body) { return reply_and_cached(port, body).first; }
 
 TEST(Qwen35E2E, RepliesAmongEightConcurrentRequestsEqualTheirSoloRuns) {
   FS_REQUIRE_SHARED(shared);
@@ -49,24 +51,6 @@ TEST(Qwen35E2E, RepliesAmongEightConcurrentRequestsEqualTheirSoloRuns) {
     EXPECT_EQ(solo[i].rfind("HTTP error", 0), std::string::npos) << solo[i];
     EXPECT_EQ(together[i], solo[i]) << "request " << i;
   }
-}
-
-}  // namespace
-}  // namespace fs::test
-
-namespace fs::test {
-namespace {
-
-// The reply (text and logprobs) and its cached prompt tokens.
-std::pair<std::string, int> reply_and_cached(int port, const json& body) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_read_timeout(300, 0);
-  auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
-  if (!r || r->status != 200) return {"HTTP error " + (r ? std::to_string(r->status) + " " + r->body : ""), -1};
-  const json j = json::parse(r->body);
-  const json& choice = j["choices"][0];
-  return {choice["message"]["content"].get<std::string>() + "\n" + choice["logprobs"].dump(),
-          j["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>()};
 }
 
 TEST(Qwen35E2E, ASecondTurnResumesTheFirstFromItsStateSnapshotAndEqualsAFreshRun) {

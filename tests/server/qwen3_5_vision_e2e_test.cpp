@@ -4,7 +4,6 @@
 // GPU by name.
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <png.h>
 
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -14,6 +13,7 @@
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "support/fixtures.h"
+#include "support/media.h"
 #include "support/server_process.h"
 #include "vision/vision_encoder.h"
 
@@ -22,46 +22,13 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string base64_data_uri(const std::string& bytes, const std::string& type) {
-  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out = "data:" + type + ";base64,";
-  size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16 | uint32_t(uint8_t(bytes[i + 1])) << 8 | uint8_t(bytes[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out += k[(v >> s) & 63];
-  }
-  if (i < bytes.size()) {
-    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16 | (i + 1 < bytes.size() ? uint32_t(uint8_t(bytes[i + 1])) << 8 : 0);
-    out += k[(v >> 18) & 63];
-    out += k[(v >> 12) & 63];
-    out += i + 1 < bytes.size() ? k[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
 // A flat grey RGB PNG of the given size, written by libpng.
 std::string grey_png(int width, int height) {
-  std::vector<uint8_t> pixels(size_t(width) * size_t(height) * 3, 128);
-  png_image image{};
-  image.version = PNG_IMAGE_VERSION;
-  image.width = png_uint_32(width);
-  image.height = png_uint_32(height);
-  image.format = PNG_FORMAT_RGB;
-  png_alloc_size_t size = 0;
-  if (!png_image_write_to_memory(&image, nullptr, &size, 0, pixels.data(), 0, nullptr)) return {};
-  std::string out(size, '\0');
-  if (!png_image_write_to_memory(&image, out.data(), &size, 0, pixels.data(), 0, nullptr)) return {};
-  out.resize(size);
-  return out;
+  return encode_png_rgb(width, height, std::vector<uint8_t>(size_t(width) * size_t(height) * 3, 128));
 }
 
 std::pair<int, json> post_chat(const ServerProcess& server, const json& body) {
-  httplib::Client c("127.0.0.1", server.port());
-  c.set_read_timeout(300, 0);
-  auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
-  if (!r) return {0, nullptr};
-  return {r->status, json::parse(r->body, nullptr, false)};
+  return post_json(server.port(), "/v1/chat/completions", body);
 }
 
 // foldserve_images_encoded_total from /metrics, or -1.
@@ -101,7 +68,7 @@ class Qwen35VisionE2E : public ::testing::Test {
         if (part["type"] != "image") continue;
         const std::string file = part["image"];
         const std::string type = file.ends_with(".jpg") ? "image/jpeg" : "image/png";
-        const std::string url = base64_data_uri(read_file(shared_ / "images" / file), type);
+        const std::string url = data_uri(read_file(shared_ / "images" / file), type);
         part = {{"type", "image_url"}, {"image_url", {{"url", url}}}};
       }
     }
@@ -178,7 +145,7 @@ TEST_F(Qwen35VisionE2E, VideoPartsAndImagesOverTheAdmittedSizeAre400) {
   ASSERT_FALSE(big.empty());
   json image = {{"messages",
                  {{{"role", "user"},
-                   {"content", {{{"type", "image_url"}, {"image_url", {{"url", base64_data_uri(big, "image/png")}}}},
+                   {"content", {{{"type", "image_url"}, {"image_url", {{"url", data_uri(big, "image/png")}}}},
                                 {{"type", "text"}, {"text", "What is in it?"}}}}}}},
                 {"max_tokens", 2}};
   const double before = images_encoded(server);

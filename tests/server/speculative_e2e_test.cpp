@@ -20,11 +20,9 @@ using json = nlohmann::json;
 
 // The choices of a chat completion (content, finish reason and logprobs), or the HTTP error.
 std::string choices_of(int port, const json& body) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_read_timeout(300, 0);
-  auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
-  if (!r || r->status != 200) return "HTTP error " + (r ? std::to_string(r->status) + " " + r->body : "no answer");
-  return json::parse(r->body)["choices"].dump();
+  auto [status, answer] = post_json(port, "/v1/chat/completions", body);
+  if (status != 200) return "HTTP error " + std::to_string(status) + " " + answer.dump();
+  return answer["choices"].dump();
 }
 
 std::vector<json> bodies(const std::filesystem::path& shared) {

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
-#include <png.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -23,6 +22,7 @@
 #include "core/files.h"
 #include "models/model.h"
 #include "support/fixtures.h"
+#include "support/media.h"
 #include "support/process.h"
 #include "vision/image.h"
 #include "vision/media_fetch.h"
@@ -108,38 +108,8 @@ struct ServerUnderTest {
   std::pair<int, json> chat(const json& body) const { return post("/v1/chat/completions", body); }
 };
 
-std::string data_uri(const std::string& bytes, const std::string& type) {
-  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out = "data:" + type + ";base64,";
-  size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16 | uint32_t(uint8_t(bytes[i + 1])) << 8 | uint8_t(bytes[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out += k[(v >> s) & 63];
-  }
-  if (i < bytes.size()) {
-    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16 | (i + 1 < bytes.size() ? uint32_t(uint8_t(bytes[i + 1])) << 8 : 0);
-    out += k[(v >> 18) & 63];
-    out += k[(v >> 12) & 63];
-    out += i + 1 < bytes.size() ? k[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
 // An RGB image written as PNG by libpng.
-std::string encode_png(const vision::RgbImage& img) {
-  png_image image{};
-  image.version = PNG_IMAGE_VERSION;
-  image.width = png_uint_32(img.width);
-  image.height = png_uint_32(img.height);
-  image.format = PNG_FORMAT_RGB;
-  png_alloc_size_t size = 0;
-  if (!png_image_write_to_memory(&image, nullptr, &size, 0, img.pixels.data(), 0, nullptr)) return {};
-  std::string out(size, '\0');
-  if (!png_image_write_to_memory(&image, out.data(), &size, 0, img.pixels.data(), 0, nullptr)) return {};
-  out.resize(size);
-  return out;
-}
+std::string encode_png(const vision::RgbImage& img) { return encode_png_rgb(img.width, img.height, img.pixels); }
 
 class VisionServerE2E : public ::testing::Test {
  protected:

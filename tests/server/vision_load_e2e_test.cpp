@@ -3,7 +3,6 @@
 // during an encode exits 0 within the drain time; an image over the measured budget is a 400 naming the limit.
 #include <gtest/gtest.h>
 
-#include <png.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,6 +17,7 @@
 
 #include "io/hf_config.h"
 #include "support/fixtures.h"
+#include "support/media.h"
 #include "support/server_process.h"
 #include "vision/image_budget.h"
 #include "vision/vision_tower_config.h"
@@ -28,24 +28,6 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono;
 
-std::string base64(const std::string& bytes) {
-  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16 | uint32_t(uint8_t(bytes[i + 1])) << 8 | uint8_t(bytes[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out += k[(v >> s) & 63];
-  }
-  if (i < bytes.size()) {
-    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16 | (i + 1 < bytes.size() ? uint32_t(uint8_t(bytes[i + 1])) << 8 : 0);
-    out += k[(v >> 18) & 63];
-    out += k[(v >> 12) & 63];
-    out += i + 1 < bytes.size() ? k[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
 // A side×side RGB pattern written as PNG by libpng.
 std::string png_of_side(int side) {
   std::vector<uint8_t> pixels(size_t(side) * size_t(side) * 3);
@@ -54,17 +36,7 @@ std::string png_of_side(int side) {
       uint8_t* p = &pixels[(size_t(y) * size_t(side) + size_t(x)) * 3];
       p[0] = uint8_t(x * 7 + y * 3), p[1] = uint8_t(x ^ y), p[2] = uint8_t(y * 5);
     }
-  png_image image{};
-  image.version = PNG_IMAGE_VERSION;
-  image.width = png_uint_32(side);
-  image.height = png_uint_32(side);
-  image.format = PNG_FORMAT_RGB;
-  png_alloc_size_t size = 0;
-  png_image_write_to_memory(&image, nullptr, &size, 0, pixels.data(), 0, nullptr);
-  std::string out(size, '\0');
-  png_image_write_to_memory(&image, out.data(), &size, 0, pixels.data(), 0, nullptr);
-  out.resize(size);
-  return out;
+  return encode_png_rgb(side, side, pixels);
 }
 
 json image_body(const std::string& png) {

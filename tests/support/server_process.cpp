@@ -1,5 +1,6 @@
 #include "support/server_process.h"
 
+#include <httplib.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -28,6 +29,15 @@ std::string read_file(const std::filesystem::path& p) {
 }
 
 }  // namespace
+
+std::pair<int, nlohmann::json> post_json(int port, const std::string& path, const nlohmann::json& body,
+                                         int timeout_seconds) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(timeout_seconds, 0);
+  auto r = c.Post(path, body.dump(), "application/json");
+  if (!r) return {0, nullptr};
+  return {r->status, nlohmann::json::parse(r->body, nullptr, false)};
+}
 
 int connect_loopback(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);

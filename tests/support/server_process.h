@@ -5,7 +5,10 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace fs::test {
 
@@ -35,6 +38,10 @@ class ServerProcess {
   std::filesystem::path dir_;
 };
 
+// POSTs `body` as JSON to 127.0.0.1:port; the status (0 when no answer came) and the parsed answer (discarded
+// when it is not JSON).
+std::pair<int, nlohmann::json> post_json(int port, const std::string& path, const nlohmann::json& body,
+                                         int timeout_seconds = 300);
 // A connected TCP socket to 127.0.0.1:port, or -1.
 int connect_loopback(int port);
 // One HTTP exchange over a raw socket: sends `bytes`, then reads until the peer closes or `wait_ms` passes quietly.
