@@ -128,6 +128,32 @@ struct Direct {
   }
 };
 
+// The cost of a speculative verify window: one forward over R rows of one stream after a 512-token context, every
+// row picked greedily on the device, against a one-row step (median of 21 calls each).
+void verify_windows(Model& model, std::mt19937& rng) {
+  const int context = 512;
+  Direct d(model, context + 32);
+  d.run(random_ids(rng, context, model.config().vocab_size), 0);
+  double one_row = 0;
+  for (int rows : {1, 2, 4, 8, 16}) {
+    const auto ids = random_ids(rng, rows, model.config().vocab_size);
+    SequenceChunk c{ids, context, d.pages};
+    c.all_logits = true;
+    std::vector<RowSampling> greedy(static_cast<size_t>(rows), RowSampling{});
+    for (auto& g : greedy) g.mode = RowSampling::Mode::Greedy;
+    std::vector<double> times;
+    for (int i = 0; i < 24; ++i) {
+      auto s = Clock::now();
+      (void)model.forward_sampled(std::span<const SequenceChunk>(&c, 1), greedy, d.pool);
+      if (i >= 3) times.push_back(seconds_since(s));
+    }
+    std::sort(times.begin(), times.end());
+    const double t = times[times.size() / 2];
+    if (rows == 1) one_row = t;
+    std::printf("verify window of %2d rows: %.3f ms, %.2fx a one-row step\n", rows, t * 1e3, t / one_row);
+  }
+}
+
 // One engine run of N greedy streams: the decode rate once every stream has its first token (tokens after that
 // moment / time to the last finish), the whole rate (all tokens / wall time from first submit, prefill included),
 // and the sha256 of every reply's ids in request order.
@@ -275,6 +301,7 @@ int bench(int argc, char** argv) {
                 "token_sha256 %s\n",
                 rate, floor_rate, rate / floor_rate, Sha256::hex(sha.finish()).c_str());
   }
+  verify_windows(*model, rng);
   std::printf("engine runs: N streams x (%d-token prompt + %d greedy tokens); decode = tokens after every stream's "
               "first / time to the last finish; whole = all tokens / wall time from the first submit\n",
               stream_prompt, reply);
