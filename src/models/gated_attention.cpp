@@ -4,18 +4,12 @@
 #include <cmath>
 
 #include "backends/cpu/ops.h"
-#include "core/thread_pool.h"
-#include "models/kv_pool.h"
+#include "models/paged_attention.h"
 #include "models/weights_loader.h"
 
 namespace fs {
 
 namespace {
-
-std::vector<float> one_plus(std::vector<float> w) {
-  for (float& x : w) x = 1.0f + x;
-  return w;
-}
 
 // Rotates the first rotary_dim dims of each head (rotate-half layout within them); the rest pass through.
 void partial_rope(float* x, int rows, int heads, int head_dim, int rotary_dim, const float* cos, const float* sin) {
@@ -32,39 +26,6 @@ void partial_rope(float* x, int rows, int heads, int head_dim, int rotary_dim, c
       }
     }
   }
-}
-
-// Causal attention of each row over its own stream's keys 0..pos, in position order.
-void attend(const GatedAttentionShape& s, const AttentionRows& rows, KvPool& pool, int layer, const float* q,
-            float* out) {
-  const int hd = s.head_dim, nh = s.heads, group = s.heads / s.kv_heads;
-  const int row = pool.row_floats(), P = pool.page_tokens();
-  const float scale = 1.0f / std::sqrt(float(hd));
-  ThreadPool::global().parallel_for(rows.positions.size() * size_t(nh), [&](size_t begin, size_t end) {
-    std::vector<float> scores;
-    for (size_t item = begin; item < end; ++item) {
-      size_t t = item / size_t(nh);
-      int h = int(item % size_t(nh)), g = h / group;
-      const auto& pages = rows.chunks[size_t(rows.chunk_of[t])].pages;
-      const float* qh = q + (t * size_t(nh) + size_t(h)) * size_t(hd);
-      int n = rows.positions[t] + 1;
-      scores.resize(size_t(n));
-      float mx = -INFINITY;
-      for (int j = 0; j < n; ++j) {
-        const float* kj = pool.keys(pages[size_t(j / P)], layer) + size_t(j % P) * row + size_t(g) * hd;
-        scores[size_t(j)] = cpu::dot(qh, kj, hd) * scale;
-        mx = std::max(mx, scores[size_t(j)]);
-      }
-      float sum = 0;
-      for (int j = 0; j < n; ++j) sum += (scores[size_t(j)] = std::exp(scores[size_t(j)] - mx));
-      float* o = out + (t * size_t(nh) + size_t(h)) * size_t(hd);
-      std::fill_n(o, hd, 0.0f);
-      for (int j = 0; j < n; ++j) {
-        const float* vj = pool.values(pages[size_t(j / P)], layer) + size_t(j % P) * row + size_t(g) * hd;
-        cpu::axpy(scores[size_t(j)] / sum, vj, o, hd);
-      }
-    }
-  });
 }
 
 }  // namespace
@@ -115,14 +76,8 @@ void gated_attention_forward(const GatedAttentionWeights& w, const GatedAttentio
   cpu::rmsnorm(k.data(), w.k_norm.data(), T * s.kv_heads, hd, s.eps, k.data());
   partial_rope(q.data(), T, s.heads, hd, s.rotary_dim, rows.cos, rows.sin);
   partial_rope(k.data(), T, s.kv_heads, hd, s.rotary_dim, rows.cos, rows.sin);
-  const int row = pool.row_floats(), P = pool.page_tokens();
-  for (int t = 0; t < T; ++t) {
-    int pos = rows.positions[size_t(t)];
-    int32_t page = rows.chunks[size_t(rows.chunk_of[size_t(t)])].pages[size_t(pos / P)];
-    std::copy_n(k.data() + size_t(t) * row, row, pool.keys(page, kv_layer) + size_t(pos % P) * row);
-    std::copy_n(v.data() + size_t(t) * row, row, pool.values(page, kv_layer) + size_t(pos % P) * row);
-  }
-  attend(s, rows, pool, kv_layer, q.data(), attn.data());
+  store_paged_kv(rows, kv_layer, k.data(), v.data(), pool);
+  paged_attention(rows, {s.heads, s.kv_heads, hd}, pool, kv_layer, q.data(), attn.data());
   for (size_t i = 0; i < attn.size(); ++i) attn[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
   cpu::matmul(attn.data(), T, w.o, nullptr, out);
 }

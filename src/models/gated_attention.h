@@ -1,12 +1,12 @@
 #pragma once
 // The gated full-attention layer of Qwen3.5 on the CPU: q_proj gives a query and a gate per head, q/k RMSNorm
 // (1 + w), rotary on the leading part of each head, causal attention over the paged K/V, output × sigmoid(gate).
-#include <span>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/weight.h"
 #include "models/model.h"
+#include "models/paged_attention.h"
 
 namespace fs {
 
@@ -26,15 +26,6 @@ struct GatedAttentionWeights {
 
 GatedAttentionWeights load_gated_attention(const Checkpoint& ck, const std::string& prefix,
                                            const GatedAttentionShape& shape, int hidden);
-
-// Where each row of a forward pass sits: its position and its chunk (whose page table holds its K/V).
-struct AttentionRows {
-  std::span<const SequenceChunk> chunks;
-  std::span<const int> positions;
-  std::span<const int> chunk_of;
-  const float* cos = nullptr;  // [T, rotary_dim / 2]
-  const float* sin = nullptr;
-};
 
 // Interleaved M-RoPE angles: rotary index i takes h when i % 3 == 1 and i < 3·sections[1], w when i % 3 == 2 and
 // i < 3·sections[2], else t. positions3 [n, 3].

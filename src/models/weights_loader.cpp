@@ -72,4 +72,9 @@ std::vector<float> load_vector(const Checkpoint& ck, const std::string& name, in
   return out;
 }
 
+std::vector<float> one_plus(std::vector<float> w) {
+  for (float& x : w) x = 1.0f + x;
+  return w;
+}
+
 }  // namespace fs

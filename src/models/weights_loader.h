@@ -15,5 +15,7 @@ WeightMatrix load_matrix(const Checkpoint& ck, const std::string& name, int rows
 std::vector<float> load_floats(const Checkpoint& ck, const std::string& name, const std::vector<int64_t>& shape);
 // A vector of n floats.
 std::vector<float> load_vector(const Checkpoint& ck, const std::string& name, int n);
+// 1 + w of each weight: RMSNorm scales stored as offsets from one (Qwen3.5).
+std::vector<float> one_plus(std::vector<float> w);
 
 }  // namespace fs

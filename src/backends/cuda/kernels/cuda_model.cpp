@@ -21,6 +21,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "models/forward_rows.h"
 #include "models/kv_pool.h"
 #include "models/model.h"
 #include "models/rope_table.h"
@@ -182,36 +183,24 @@ class CudaModel final : public Model {
     Plan p;
     const int P = page_tokens_;
     for (const auto& ch : chunks) {
-      const int end = ch.start_pos + int(ch.tokens.size());
-      if (size_t(end) > ch.pages.size() * size_t(P)) throw Error("KV page table too short for the chunk");
-      if (!ch.mrope_positions.empty() && ch.mrope_positions.size() != ch.tokens.size() * 3)
-        throw Error("M-RoPE positions do not cover the chunk");
+      check_chunk_fits(ch, P);
       for (int32_t page : ch.pages)
         if (page < 0 || size_t(page) * size_t(P) >= pool_slots_) throw Error("KV page id outside the pool");
       const int32_t table = int32_t(p.pages.size());
       p.pages.insert(p.pages.end(), ch.pages.begin(), ch.pages.end());
-      size_t image_row = 0;
-      for (size_t i = 0; i < ch.tokens.size(); ++i) {
-        const int32_t id = ch.tokens[i];
-        if (id < 0 || id >= config_.vocab_size)
-          throw Error("token id " + std::to_string(id) + " is outside the vocabulary (" +
-                      std::to_string(config_.vocab_size) + ")");
-        if (ch.all_logits || (ch.last_logits && i + 1 == ch.tokens.size())) p.logits.push_back(p.rows);
+      for (const ChunkRow& row : chunk_rows(ch, config_)) {
+        if (row.logits) p.logits.push_back(p.rows);
         else p.decode_only = false;
-        if (id == config_.image_token_id && !ch.image_embeddings.empty()) {
-          if ((image_row + 1) * size_t(config_.hidden_size) > ch.image_embeddings.size())
-            throw Error("fewer image features than image tokens in the chunk");
-          p.image_rows.emplace_back(p.rows, ch.image_embeddings.data() + image_row++ * config_.hidden_size);
+        if (row.image) {
+          p.image_rows.emplace_back(p.rows, row.image);
           p.decode_only = false;
         }
-        const int pos = ch.start_pos + int(i);
-        p.tokens.push_back(id);
+        const int pos = row.position;
+        p.tokens.push_back(row.token);
         p.slot.push_back(ch.pages[size_t(pos / P)] * P + pos % P);
         p.keys.push_back(pos + 1);
         p.table.push_back(table);
-        for (int s = 0; s < 3; ++s)
-          p.rope_positions.push_back(ch.mrope_positions.empty() ? pos + ch.rope_delta
-                                                                : ch.mrope_positions[i * 3 + size_t(s)]);
+        p.rope_positions.insert(p.rope_positions.end(), row.rope, row.rope + 3);
         ++p.rows;
       }
       if (ch.tokens.size() != 1) p.decode_only = false;

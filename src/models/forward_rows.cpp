@@ -1,0 +1,56 @@
+#include "models/forward_rows.h"
+
+#include <string>
+
+#include "core/error.h"
+
+namespace fs {
+
+void check_chunk_fits(const SequenceChunk& ch, int page_tokens) {
+  const int end = ch.start_pos + int(ch.tokens.size());
+  if (size_t(end) > ch.pages.size() * size_t(page_tokens)) throw Error("KV page table too short for the chunk");
+  if (!ch.mrope_positions.empty() && ch.mrope_positions.size() != ch.tokens.size() * 3)
+    throw Error("M-RoPE positions do not cover the chunk");
+}
+
+std::vector<ChunkRow> chunk_rows(const SequenceChunk& ch, const ModelConfig& config) {
+  std::vector<ChunkRow> rows(ch.tokens.size());
+  size_t image_row = 0;
+  for (size_t i = 0; i < ch.tokens.size(); ++i) {
+    ChunkRow& row = rows[i];
+    row.token = ch.tokens[i];
+    if (row.token < 0 || row.token >= config.vocab_size)
+      throw Error("token id " + std::to_string(row.token) + " is outside the vocabulary (" +
+                  std::to_string(config.vocab_size) + ")");
+    row.logits = ch.all_logits || (ch.last_logits && i + 1 == ch.tokens.size());
+    if (row.token == config.image_token_id && !ch.image_embeddings.empty()) {
+      if ((image_row + 1) * size_t(config.hidden_size) > ch.image_embeddings.size())
+        throw Error("fewer image features than image tokens in the chunk");
+      row.image = ch.image_embeddings.data() + image_row++ * config.hidden_size;
+    }
+    row.position = ch.start_pos + int(i);
+    for (size_t s = 0; s < 3; ++s)
+      row.rope[s] = ch.mrope_positions.empty() ? row.position + ch.rope_delta : ch.mrope_positions[i * 3 + s];
+  }
+  return rows;
+}
+
+ForwardRows plan_forward_rows(std::span<const SequenceChunk> chunks, const ModelConfig& config, int page_tokens) {
+  ForwardRows r;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    check_chunk_fits(chunks[c], page_tokens);
+    r.first_row.push_back(int(r.tokens.size()));
+    for (const ChunkRow& row : chunk_rows(chunks[c], config)) {
+      const int index = int(r.tokens.size());
+      if (row.logits) r.logit_rows.push_back(index);
+      if (row.image) r.image_rows.emplace_back(index, row.image);
+      r.tokens.push_back(row.token);
+      r.positions.push_back(row.position);
+      r.rope_positions.insert(r.rope_positions.end(), row.rope, row.rope + 3);
+      r.chunk_of.push_back(int(c));
+    }
+  }
+  return r;
+}
+
+}  // namespace fs
