@@ -1,12 +1,9 @@
 #include "vision/qwen2_5_vl_tower.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 
 #include "backends/cpu/ops.h"
 #include "core/error.h"
-#include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "models/weights_loader.h"
 #include "vision/tower_ops.h"
@@ -16,18 +13,15 @@ namespace fs::vision {
 Qwen25VisionTower::Qwen25VisionTower(const VisionTowerConfig& c, std::shared_ptr<Checkpoint> ck)
     : config_(c), ck_(std::move(ck)) {
   if (c.kind != VisionTowerKind::Qwen2_5_VL) throw Error("the vision_config does not describe a Qwen2.5-VL tower");
-  const std::string p = ck_->has("visual.patch_embed.proj.weight") ? "visual." : "model.visual.";
-  const int H = c.hidden_size, F = c.intermediate_size, M = H * c.merge_unit();
+  const std::string p = visual_prefix(*ck_);
+  const int H = c.hidden_size, F = c.intermediate_size;
   patch_embed_ = load_patch_embed(*ck_, p + "patch_embed.proj.weight", H, c);
   for (int i = 0; i < c.depth; ++i) {
     const std::string b = p + "blocks." + std::to_string(i) + ".";
     VisionBlockWeights w;
     w.norm1 = load_vector(*ck_, b + "norm1.weight", H);
     w.norm2 = load_vector(*ck_, b + "norm2.weight", H);
-    w.qkv = load_matrix(*ck_, b + "attn.qkv.weight", 3 * H, H);
-    w.qkv_bias = load_vector(*ck_, b + "attn.qkv.bias", 3 * H);
-    w.proj = load_matrix(*ck_, b + "attn.proj.weight", H, H);
-    w.proj_bias = load_vector(*ck_, b + "attn.proj.bias", H);
+    w.attn = load_tower_attention(*ck_, b + "attn.", H);
     w.gate = load_matrix(*ck_, b + "mlp.gate_proj.weight", F, H);
     w.gate_bias = load_vector(*ck_, b + "mlp.gate_proj.bias", F);
     w.up = load_matrix(*ck_, b + "mlp.up_proj.weight", F, H);
@@ -37,23 +31,18 @@ Qwen25VisionTower::Qwen25VisionTower(const VisionTowerConfig& c, std::shared_ptr
     blocks_.push_back(std::move(w));
   }
   merger_.ln_q = load_vector(*ck_, p + "merger.ln_q.weight", H);
-  merger_.fc1 = load_matrix(*ck_, p + "merger.mlp.0.weight", M, M);
-  merger_.fc1_bias = load_vector(*ck_, p + "merger.mlp.0.bias", M);
-  merger_.fc2 = load_matrix(*ck_, p + "merger.mlp.2.weight", c.out_hidden_size, M);
-  merger_.fc2_bias = load_vector(*ck_, p + "merger.mlp.2.bias", c.out_hidden_size);
+  merger_.mlp = load_merger_mlp(*ck_, p + "merger.mlp.0.", p + "merger.mlp.2.", c);
 }
 
 size_t Qwen25VisionTower::weight_bytes() const {
-  size_t n = patch_embed_.bytes() + merger_.fc1.bytes() + merger_.fc2.bytes();
-  for (const auto& b : blocks_) n += b.qkv.bytes() + b.proj.bytes() + b.gate.bytes() + b.up.bytes() + b.down.bytes();
+  size_t n = patch_embed_.bytes() + merger_.mlp.bytes();
+  for (const auto& b : blocks_) n += b.attn.bytes() + b.gate.bytes() + b.up.bytes() + b.down.bytes();
   return n;
 }
 
 std::vector<float> Qwen25VisionTower::patch_embed(const PixelPatches& px, const WindowPlan& plan) const {
   const int T = plan.tokens, D = config_.patch_dim(), H = config_.hidden_size, unit = config_.merge_unit();
-  if (px.patch_dim != D || px.values.size() != size_t(T) * size_t(D))
-    throw Error("pixel patches do not match the vision tower (" + std::to_string(px.patch_dim) + " values per patch, " +
-                std::to_string(D) + " expected)");
+  check_patches(px, T, config_);
   // Gather the patches into window order first; the embedding is row-wise, so order does not change any row.
   std::vector<float> ordered(px.values.size());
   size_t row = 0;
@@ -68,23 +57,11 @@ std::vector<float> Qwen25VisionTower::patch_embed(const PixelPatches& px, const 
 void Qwen25VisionTower::block(int index, const WindowPlan& plan, std::vector<float>& x, const CancelFlag* cancel) const {
   const VisionBlockWeights& w = blocks_.at(size_t(index));
   const int T = plan.tokens, H = config_.hidden_size, F = config_.intermediate_size;
-  const int heads = config_.num_heads, hd = config_.head_dim();
   const float eps = config_.rms_norm_eps;
-  std::vector<float> xn(x.size()), qkv(size_t(T) * 3 * H), q(x.size()), k(x.size()), v(x.size()), attn(x.size());
+  std::vector<float> xn(x.size());
   cpu::rmsnorm(x.data(), w.norm1.data(), T, H, eps, xn.data());
-  cpu::matmul(xn.data(), T, w.qkv, w.qkv_bias.data(), qkv.data());
-  for (int t = 0; t < T; ++t) {
-    const float* r = &qkv[size_t(t) * 3 * H];
-    std::copy_n(r, H, &q[size_t(t) * H]);
-    std::copy_n(r + H, H, &k[size_t(t) * H]);
-    std::copy_n(r + 2 * H, H, &v[size_t(t) * H]);
-  }
-  cpu::rope(q.data(), T, heads, hd, plan.cos.data(), plan.sin.data());
-  cpu::rope(k.data(), T, heads, hd, plan.cos.data(), plan.sin.data());
   const auto& bounds = config_.full_attention(index) ? plan.frame_bounds : plan.window_bounds;
-  segment_attention(q, k, v, bounds, T, heads, hd, attn, cancel);
-  throw_if_cancelled(cancel);
-  cpu::matmul(attn.data(), T, w.proj, w.proj_bias.data(), xn.data());
+  tower_attention(w.attn, config_, xn.data(), T, plan.cos.data(), plan.sin.data(), bounds, cancel, xn.data());
   add_in_place(x, xn);
   std::vector<float> gate(size_t(T) * F), up(size_t(T) * F);
   cpu::rmsnorm(x.data(), w.norm2.data(), T, H, eps, xn.data());
@@ -96,13 +73,10 @@ void Qwen25VisionTower::block(int index, const WindowPlan& plan, std::vector<flo
 }
 
 std::vector<float> Qwen25VisionTower::merge(const WindowPlan& plan, const std::vector<float>& x) const {
-  const int T = plan.tokens, H = config_.hidden_size, unit = config_.merge_unit(), U = T / unit;
-  const int M = H * unit, O = config_.out_hidden_size;
-  std::vector<float> xn(x.size()), mid(size_t(U) * M), merged(size_t(U) * O);
+  const int T = plan.tokens, H = config_.hidden_size, U = T / config_.merge_unit(), O = config_.out_hidden_size;
+  std::vector<float> xn(x.size());
   cpu::rmsnorm(x.data(), merger_.ln_q.data(), T, H, config_.rms_norm_eps, xn.data());
-  cpu::matmul(xn.data(), U, merger_.fc1, merger_.fc1_bias.data(), mid.data());
-  gelu_erf(mid);
-  cpu::matmul(mid.data(), U, merger_.fc2, merger_.fc2_bias.data(), merged.data());
+  const std::vector<float> merged = merger_mlp(merger_.mlp, xn.data(), U);
   // Undo the window reordering: window slot i holds merged unit window_index[i].
   std::vector<float> out(merged.size());
   for (int i = 0; i < U; ++i)
@@ -111,13 +85,9 @@ std::vector<float> Qwen25VisionTower::merge(const WindowPlan& plan, const std::v
 }
 
 std::vector<float> Qwen25VisionTower::encode(const PixelPatches& patches, const CancelFlag* cancel) const {
-  WindowPlan plan = plan_windows(patches.grid, config_);
+  const WindowPlan plan = plan_windows(patches.grid, config_);
   std::vector<float> hidden = patch_embed(patches, plan);
-  for (int i = 0; i < config_.depth; ++i) {
-    throw_if_cancelled(cancel);
-    block(i, plan, hidden, cancel);
-  }
-  throw_if_cancelled(cancel);
+  run_blocks(config_.depth, cancel, [&](int i) { block(i, plan, hidden, cancel); });
   return merge(plan, hidden);
 }
 

@@ -9,6 +9,8 @@
 #include "backends/cpu/weight.h"
 #include "vision/encode_cancel.h"
 #include "vision/image_processor.h"
+#include "vision/tower_attention.h"
+#include "vision/tower_ops.h"
 #include "vision/vision_tower_config.h"
 #include "vision/window_plan.h"
 
@@ -19,13 +21,14 @@ class Checkpoint;
 namespace fs::vision {
 
 struct VisionBlockWeights {
-  std::vector<float> norm1, norm2, qkv_bias, proj_bias, gate_bias, up_bias, down_bias;
-  WeightMatrix qkv, proj, gate, up, down;
+  std::vector<float> norm1, norm2, gate_bias, up_bias, down_bias;
+  TowerAttentionWeights attn;
+  WeightMatrix gate, up, down;
 };
 
 struct VisionMergerWeights {
-  std::vector<float> ln_q, fc1_bias, fc2_bias;
-  WeightMatrix fc1, fc2;
+  std::vector<float> ln_q;
+  MergerMlpWeights mlp;
 };
 
 class Qwen25VisionTower {

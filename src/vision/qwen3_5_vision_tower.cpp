@@ -15,8 +15,8 @@ namespace fs::vision {
 Qwen35VisionTower::Qwen35VisionTower(const VisionTowerConfig& c, std::shared_ptr<Checkpoint> ck)
     : config_(c), ck_(std::move(ck)) {
   if (c.kind != VisionTowerKind::Qwen3_5) throw Error("the vision_config does not describe a Qwen3.5 tower");
-  const std::string p = ck_->has("visual.patch_embed.proj.weight") ? "visual." : "model.visual.";
-  const int H = c.hidden_size, F = c.intermediate_size, M = H * c.merge_unit();
+  const std::string p = visual_prefix(*ck_);
+  const int H = c.hidden_size, F = c.intermediate_size;
   patch_embed_ = load_patch_embed(*ck_, p + "patch_embed.proj.weight", H, c);
   patch_bias_ = load_vector(*ck_, p + "patch_embed.proj.bias", H);
   pos_embed_ = load_floats(*ck_, p + "pos_embed.weight", {c.num_position_embeddings, H});
@@ -27,10 +27,7 @@ Qwen35VisionTower::Qwen35VisionTower(const VisionTowerConfig& c, std::shared_ptr
     w.norm1_b = load_vector(*ck_, b + "norm1.bias", H);
     w.norm2_w = load_vector(*ck_, b + "norm2.weight", H);
     w.norm2_b = load_vector(*ck_, b + "norm2.bias", H);
-    w.qkv = load_matrix(*ck_, b + "attn.qkv.weight", 3 * H, H);
-    w.qkv_bias = load_vector(*ck_, b + "attn.qkv.bias", 3 * H);
-    w.proj = load_matrix(*ck_, b + "attn.proj.weight", H, H);
-    w.proj_bias = load_vector(*ck_, b + "attn.proj.bias", H);
+    w.attn = load_tower_attention(*ck_, b + "attn.", H);
     w.fc1 = load_matrix(*ck_, b + "mlp.linear_fc1.weight", F, H);
     w.fc1_bias = load_vector(*ck_, b + "mlp.linear_fc1.bias", F);
     w.fc2 = load_matrix(*ck_, b + "mlp.linear_fc2.weight", H, F);
@@ -39,15 +36,12 @@ Qwen35VisionTower::Qwen35VisionTower(const VisionTowerConfig& c, std::shared_ptr
   }
   merger_.norm_w = load_vector(*ck_, p + "merger.norm.weight", H);
   merger_.norm_b = load_vector(*ck_, p + "merger.norm.bias", H);
-  merger_.fc1 = load_matrix(*ck_, p + "merger.linear_fc1.weight", M, M);
-  merger_.fc1_bias = load_vector(*ck_, p + "merger.linear_fc1.bias", M);
-  merger_.fc2 = load_matrix(*ck_, p + "merger.linear_fc2.weight", c.out_hidden_size, M);
-  merger_.fc2_bias = load_vector(*ck_, p + "merger.linear_fc2.bias", c.out_hidden_size);
+  merger_.mlp = load_merger_mlp(*ck_, p + "merger.linear_fc1.", p + "merger.linear_fc2.", c);
 }
 
 size_t Qwen35VisionTower::weight_bytes() const {
-  size_t n = patch_embed_.bytes() + pos_embed_.size() * sizeof(float) + merger_.fc1.bytes() + merger_.fc2.bytes();
-  for (const auto& b : blocks_) n += b.qkv.bytes() + b.proj.bytes() + b.fc1.bytes() + b.fc2.bytes();
+  size_t n = patch_embed_.bytes() + pos_embed_.size() * sizeof(float) + merger_.mlp.bytes();
+  for (const auto& b : blocks_) n += b.attn.bytes() + b.fc1.bytes() + b.fc2.bytes();
   return n;
 }
 
@@ -67,11 +61,9 @@ Qwen35TowerPlan Qwen35VisionTower::plan(const ImageGrid& g) const {
 }
 
 std::vector<float> Qwen35VisionTower::patch_embed(const PixelPatches& px) const {
-  const int D = config_.patch_dim(), H = config_.hidden_size;
+  const int H = config_.hidden_size;
   const int64_t T = px.grid.patches();
-  if (px.patch_dim != D || px.values.size() != size_t(T) * size_t(D))
-    throw Error("pixel patches do not match the vision tower (" + std::to_string(px.patch_dim) + " values per patch, " +
-                std::to_string(D) + " expected)");
+  check_patches(px, T, config_);
   std::vector<float> hidden(size_t(T) * size_t(H));
   cpu::matmul(px.values.data(), int(T), patch_embed_, patch_bias_.data(), hidden.data());
   // The learned position grid, resampled to this image: a weighted sum of four grid rows per patch.
@@ -93,21 +85,11 @@ void Qwen35VisionTower::block(int index, const Qwen35TowerPlan& plan, std::vecto
                               const CancelFlag* cancel) const {
   const Qwen35VisionBlockWeights& w = blocks_.at(size_t(index));
   const int T = plan.tokens, H = config_.hidden_size, F = config_.intermediate_size;
-  const int heads = config_.num_heads, hd = config_.head_dim();
   constexpr float eps = 1e-6f;
-  std::vector<float> xn(x.size()), qkv(size_t(T) * 3 * H), q(x.size()), k(x.size()), v(x.size()), attn(x.size());
+  std::vector<float> xn(x.size());
   layer_norm(x.data(), w.norm1_w.data(), w.norm1_b.data(), T, H, eps, xn.data());
-  cpu::matmul(xn.data(), T, w.qkv, w.qkv_bias.data(), qkv.data());
-  for (int t = 0; t < T; ++t) {
-    const float* r = &qkv[size_t(t) * 3 * H];
-    std::copy_n(r, H, &q[size_t(t) * H]);
-    std::copy_n(r + H, H, &k[size_t(t) * H]);
-    std::copy_n(r + 2 * H, H, &v[size_t(t) * H]);
-  }
-  cpu::rope(q.data(), T, heads, hd, plan.cos.data(), plan.sin.data());
-  cpu::rope(k.data(), T, heads, hd, plan.cos.data(), plan.sin.data());
-  segment_attention(q, k, v, plan.frame_bounds, T, heads, hd, attn, cancel);
-  cpu::matmul(attn.data(), T, w.proj, w.proj_bias.data(), xn.data());
+  tower_attention(w.attn, config_, xn.data(), T, plan.cos.data(), plan.sin.data(), plan.frame_bounds, cancel,
+                  xn.data());
   add_in_place(x, xn);
   std::vector<float> mid(size_t(T) * F);
   layer_norm(x.data(), w.norm2_w.data(), w.norm2_b.data(), T, H, eps, xn.data());
@@ -122,24 +104,16 @@ void Qwen35VisionTower::block(int index, const Qwen35TowerPlan& plan, std::vecto
 
 std::vector<float> Qwen35VisionTower::merge(const std::vector<float>& x) const {
   const int H = config_.hidden_size, T = int(x.size() / size_t(H)), U = T / config_.merge_unit();
-  const int M = H * config_.merge_unit(), O = config_.out_hidden_size;
-  std::vector<float> xn(x.size()), mid(size_t(U) * M), out(size_t(U) * O);
+  std::vector<float> xn(x.size());
   // Each token is normalised on its own; a merge block's tokens are consecutive, so [U, M] is the same memory.
   layer_norm(x.data(), merger_.norm_w.data(), merger_.norm_b.data(), T, H, 1e-6f, xn.data());
-  cpu::matmul(xn.data(), U, merger_.fc1, merger_.fc1_bias.data(), mid.data());
-  gelu_erf(mid);
-  cpu::matmul(mid.data(), U, merger_.fc2, merger_.fc2_bias.data(), out.data());
-  return out;
+  return merger_mlp(merger_.mlp, xn.data(), U);
 }
 
 std::vector<float> Qwen35VisionTower::encode(const PixelPatches& patches, const CancelFlag* cancel) const {
   const Qwen35TowerPlan p = plan(patches.grid);
   std::vector<float> hidden = patch_embed(patches);
-  for (int i = 0; i < config_.depth; ++i) {
-    throw_if_cancelled(cancel);
-    block(i, p, hidden, cancel);
-  }
-  throw_if_cancelled(cancel);
+  run_blocks(config_.depth, cancel, [&](int i) { block(i, p, hidden, cancel); });
   return merge(hidden);
 }
 

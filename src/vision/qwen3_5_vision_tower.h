@@ -7,6 +7,8 @@
 #include "backends/cpu/weight.h"
 #include "vision/encode_cancel.h"
 #include "vision/image_processor.h"
+#include "vision/tower_attention.h"
+#include "vision/tower_ops.h"
 #include "vision/vision_tower_config.h"
 
 namespace fs {
@@ -16,13 +18,14 @@ class Checkpoint;
 namespace fs::vision {
 
 struct Qwen35VisionBlockWeights {
-  std::vector<float> norm1_w, norm1_b, norm2_w, norm2_b, qkv_bias, proj_bias, fc1_bias, fc2_bias;
-  WeightMatrix qkv, proj, fc1, fc2;
+  std::vector<float> norm1_w, norm1_b, norm2_w, norm2_b, fc1_bias, fc2_bias;
+  TowerAttentionWeights attn;
+  WeightMatrix fc1, fc2;
 };
 
 struct Qwen35VisionMergerWeights {
-  std::vector<float> norm_w, norm_b, fc1_bias, fc2_bias;
-  WeightMatrix fc1, fc2;
+  std::vector<float> norm_w, norm_b;
+  MergerMlpWeights mlp;
 };
 
 // Per-image state shared by the units: token count, frame bounds and rotary cos/sin, in processor order.

@@ -9,8 +9,20 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
+#include "models/weights_loader.h"
 
 namespace fs::vision {
+
+std::string visual_prefix(const Checkpoint& ck) {
+  return ck.has("visual.patch_embed.proj.weight") ? "visual." : "model.visual.";
+}
+
+void check_patches(const PixelPatches& px, int64_t tokens, const VisionTowerConfig& c) {
+  const int D = c.patch_dim();
+  if (px.patch_dim != D || px.values.size() != size_t(tokens) * size_t(D))
+    throw Error("pixel patches do not match the vision tower (" + std::to_string(px.patch_dim) + " values per patch, " +
+                std::to_string(D) + " expected)");
+}
 
 WeightMatrix load_patch_embed(const Checkpoint& ck, const std::string& name, int hidden, const VisionTowerConfig& c) {
   TensorView t = ck.get(name);
@@ -94,6 +106,33 @@ void gelu_tanh(std::vector<float>& x) {
 
 void add_in_place(std::vector<float>& x, const std::vector<float>& y) {
   for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+}
+
+MergerMlpWeights load_merger_mlp(const Checkpoint& ck, const std::string& fc1_prefix, const std::string& fc2_prefix,
+                                 const VisionTowerConfig& c) {
+  const int M = c.hidden_size * c.merge_unit(), O = c.out_hidden_size;
+  MergerMlpWeights w;
+  w.fc1 = load_matrix(ck, fc1_prefix + "weight", M, M);
+  w.fc1_bias = load_vector(ck, fc1_prefix + "bias", M);
+  w.fc2 = load_matrix(ck, fc2_prefix + "weight", O, M);
+  w.fc2_bias = load_vector(ck, fc2_prefix + "bias", O);
+  return w;
+}
+
+std::vector<float> merger_mlp(const MergerMlpWeights& w, const float* xn, int units) {
+  std::vector<float> mid(size_t(units) * size_t(w.fc1.rows)), out(size_t(units) * size_t(w.fc2.rows));
+  cpu::matmul(xn, units, w.fc1, w.fc1_bias.data(), mid.data());
+  gelu_erf(mid);
+  cpu::matmul(mid.data(), units, w.fc2, w.fc2_bias.data(), out.data());
+  return out;
+}
+
+void run_blocks(int depth, const CancelFlag* cancel, const std::function<void(int)>& block) {
+  for (int i = 0; i < depth; ++i) {
+    throw_if_cancelled(cancel);
+    block(i);
+  }
+  throw_if_cancelled(cancel);
 }
 
 }  // namespace fs::vision

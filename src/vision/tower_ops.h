@@ -1,11 +1,13 @@
 #pragma once
-// CPU pieces the vision towers share: the Conv3d patch embedding as a matrix, attention inside segments of
-// tokens, LayerNorm, the GELUs and residual adds.
+// CPU pieces the vision towers share: where the tower's tensors live, the Conv3d patch embedding as a matrix,
+// attention inside segments of tokens, LayerNorm, the GELUs, residual adds, the merger MLP and the block loop.
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/weight.h"
 #include "vision/encode_cancel.h"
+#include "vision/image_processor.h"
 #include "vision/vision_tower_config.h"
 
 namespace fs {
@@ -13,6 +15,12 @@ class Checkpoint;
 }
 
 namespace fs::vision {
+
+// The prefix of the tower's tensors in the checkpoint: "visual." or "model.visual.".
+std::string visual_prefix(const Checkpoint& ck);
+
+// Throws unless the patches hold `tokens` patches of the tower's patch_dim values.
+void check_patches(const PixelPatches& patches, int64_t tokens, const VisionTowerConfig& c);
 
 // The conv3d kernel [hidden, channels, temporal, patch, patch] flattened to an fp32 [hidden, patch_dim] matrix.
 WeightMatrix load_patch_embed(const Checkpoint& ck, const std::string& name, int hidden, const VisionTowerConfig& c);
@@ -32,5 +40,22 @@ void gelu_erf(std::vector<float>& x);
 void gelu_tanh(std::vector<float>& x);
 
 void add_in_place(std::vector<float>& x, const std::vector<float>& y);
+
+// The merger's MLP: fc1 [merged, merged], exact GELU, fc2 [out_hidden, merged], both with biases.
+struct MergerMlpWeights {
+  WeightMatrix fc1, fc2;
+  std::vector<float> fc1_bias, fc2_bias;
+  size_t bytes() const { return fc1.bytes() + fc2.bytes(); }
+};
+
+// fc1 and fc2 from `fc1_prefix` / `fc2_prefix` + weight and bias.
+MergerMlpWeights load_merger_mlp(const Checkpoint& ck, const std::string& fc1_prefix, const std::string& fc2_prefix,
+                                 const VisionTowerConfig& c);
+
+// xn [units, merged] (normed) → [units, out_hidden].
+std::vector<float> merger_mlp(const MergerMlpWeights& w, const float* xn, int units);
+
+// block(i) for each of `depth` blocks in order, checking `cancel` before each and after the last.
+void run_blocks(int depth, const CancelFlag* cancel, const std::function<void(int)>& block);
 
 }  // namespace fs::vision
