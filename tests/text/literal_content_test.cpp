@@ -51,8 +51,11 @@ TEST_F(LiteralContent, TypedControlTokensStayText) {
   // Without the option the typed token is a control token; with it only the template's own are.
   EXPECT_EQ(size_t(std::count(normal.begin(), normal.end(), start_id)), occurrences(plain, start));
   EXPECT_EQ(size_t(std::count(literal.begin(), literal.end(), start_id)), written);
-  for (int32_t id : literal)
-    if (tok_->is_special(id)) EXPECT_TRUE(tok_->id_to_token(id) == start || tok_->id_to_token(id) == end) << id;
+  for (int32_t id : literal) {
+    if (tok_->is_special(id)) {
+      EXPECT_TRUE(tok_->id_to_token(id) == start || tok_->id_to_token(id) == end) << id;
+    }
+  }
   EXPECT_EQ(tok_->decode(literal), plain);
   // The prompt up to the typed content encodes to the same ids either way.
   const std::vector<int32_t> head = tok_->encode(plain.substr(0, marked.content[1].first), false);

@@ -159,8 +159,11 @@ TEST_P(StructuredMatcher, SpecialTokensAreNeverAllowedAndEosOnlyAtTheEnd) {
   const int32_t eos = *tok->token_to_id("<|im_end|>");
   std::vector<float> logits(size_t(tok->vocab_size()), 1.0f);
   tc.mask(logits, std::vector<int32_t>{eos});
-  for (int32_t id = 0; id < tok->vocab_size(); ++id)
-    if (tok->is_special(id)) EXPECT_LT(logits[size_t(id)], 0.0f) << id;
+  for (int32_t id = 0; id < tok->vocab_size(); ++id) {
+    if (tok->is_special(id)) {
+      EXPECT_LT(logits[size_t(id)], 0.0f) << id;
+    }
+  }
   ASSERT_TRUE(tc.accept(*tok->token_to_id("a")));
   std::fill(logits.begin(), logits.end(), 1.0f);
   tc.mask(logits, std::vector<int32_t>{eos});
