@@ -185,7 +185,7 @@ TEST(StructuredRefusals, NameTheKeywordOrReason) {
       EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
     }
   }
-  for (const char* bad : {"(a", "a{3,1}", "\\1", "(?=a)", "\\b", "[z-a]", "a++"}) {
+  for (const char* bad : {"(a", "a{3,1}", "\\1", "(?=a)", "\\b", "[z-a]", "a++", "\\xzz", "\\x1", "\\u12g4"}) {
     EXPECT_THROW(structured::grammar_for({ConstraintSpec::Kind::Regex, bad}), Error) << bad;
   }
 }

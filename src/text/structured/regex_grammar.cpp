@@ -204,7 +204,13 @@ class RegexParser {
       case 'u': {
         size_t n = c == 'x' ? 2 : 4;
         if (i_ + n > p_.size()) fail(std::string("\\") + c + " needs " + std::to_string(n) + " hex digits");
-        uint32_t cp = uint32_t(std::stoul(std::string(p_.substr(i_, n)), nullptr, 16));
+        uint32_t cp = 0;
+        for (char h : p_.substr(i_, n)) {
+          const int digit = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                          : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+          if (digit < 0) fail(std::string("\\") + c + " needs " + std::to_string(n) + " hex digits");
+          cp = cp * 16 + uint32_t(digit);
+        }
         i_ += n;
         std::string s;
         append_utf8(s, cp);
