@@ -1,6 +1,7 @@
 // foldserve serve: the OpenAI-compatible HTTP server over one model (the built-in fortune-demo by default).
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include "cli/draft_options.h"
 #include "cli/model_options.h"
 #include "core/error.h"
+#include "engine/device_budget.h"
 #include "engine/loaded_model.h"
 #include "engine/memory_budget.h"
 #include "server/auth.h"
@@ -63,6 +65,54 @@ server::VisionOptions vision_options(const Args& args) {
   if (!(v.max_image_seconds >= 0 && v.max_image_seconds <= 3600))
     throw Error("--max-image-seconds must be between 0 (no time bound) and 3600");
   return v;
+}
+
+void print_pool(const EngineOptions& eo) {
+  std::fprintf(stderr, "KV pool: %d pages of %d positions; up to %d streams at once, each up to %d positions "
+                       "(streams are admitted by the pages they use and preempted when the pool runs dry)\n",
+               eo.kv_pages, eo.kv_page_tokens, eo.parallel, std::min(eo.context, eo.kv_pages * eo.kv_page_tokens));
+}
+
+void print_vision_lines(const LoadedModel& m) {
+  if (m.vision_encoder)
+    for (const std::string& line : m.vision_encoder->budget_lines()) std::fprintf(stderr, "  %s\n", line.c_str());
+}
+
+// A model on the host: the KV pool sized from RAM (eo.kv_pages 0) and everything checked against `available`.
+void budget_ram(const LoadedModel& m, EngineOptions& eo, size_t available) {
+  size_t weights = m.model->weight_bytes();
+  if (m.vision_encoder) {
+    const vision::VisionEncoderStats vs = m.vision_encoder->stats();
+    weights += vs.host_weight_bytes + vs.pinned_stage_bytes;
+  }
+  if (eo.kv_pages == 0) eo.kv_pages = kv_pool_pages_for_serving(m.config, weights, eo, available);
+  print_pool(eo);
+  MemoryBudget budget = cpu_budget(m.config, weights, eo, available);
+  std::fprintf(stderr, "%s", budget.report().c_str());
+  print_vision_lines(m);
+  budget.require();
+}
+
+// A model on a device: the KV pool sized from the device memory free beside the resident weights (eo.kv_pages 0),
+// checked there; the host RAM the engine keeps beside it (prompt cache host tier, vision weights) checked apart.
+void budget_device_memory(const LoadedModel& m, EngineOptions& eo, double cache_gib, size_t free_bytes) {
+  size_prompt_cache_on_device(eo, *m.model, cache_gib);
+  if (eo.kv_pages == 0) eo.kv_pages = device_kv_pool_pages_for_serving(*m.model, eo, free_bytes);
+  print_pool(eo);
+  MemoryBudget budget = device_budget(*m.model, eo, free_bytes);
+  std::vector<BudgetLine> host_lines;
+  if (m.vision_encoder) {
+    const vision::VisionEncoderStats vs = m.vision_encoder->stats();
+    const size_t on_device = vs.device_weight_bytes + vs.device_slot_bytes + vs.device_scratch_bytes;
+    if (on_device > 0) budget.resident.push_back({"vision tower", on_device});
+    host_lines.push_back({"vision tower weights and image stage", vs.host_weight_bytes + vs.pinned_stage_bytes});
+  }
+  std::fprintf(stderr, "%s", budget.report().c_str());
+  print_vision_lines(m);
+  MemoryBudget host = host_budget_beside_device(*m.model, eo, std::move(host_lines), available_ram_bytes());
+  if (!host.lines.empty()) std::fprintf(stderr, "%s", host.report().c_str());
+  budget.require();
+  host.require();
 }
 
 int serve(const std::vector<std::string>& argv) {
@@ -123,23 +173,11 @@ int serve(const std::vector<std::string>& argv) {
   o.prepare_engine = [cache_gib, host_gib, memory_gib, kv_pages, args](const LoadedModel& m, EngineOptions& eo) {
     apply_draft_options(args, m, eo);
     size_prompt_cache(eo, m.config, cache_gib, host_gib);
-    size_t available = memory_gib > 0 ? size_t(memory_gib * double(1ull << 30)) : available_ram_bytes();
-    size_t weights = m.model->weight_bytes();
-    if (m.vision_encoder) {
-      const vision::VisionEncoderStats vs = m.vision_encoder->stats();
-      weights += vs.host_weight_bytes + vs.pinned_stage_bytes;
-    }
     eo.kv_pages = int(kv_pages);
-    if (eo.kv_pages == 0) eo.kv_pages = kv_pool_pages_for_serving(m.config, weights, eo, available);
-    const int page_tokens = eo.kv_page_tokens;
-    std::fprintf(stderr, "KV pool: %d pages of %d positions; up to %d streams at once, each up to %d positions "
-                         "(streams are admitted by the pages they use and preempted when the pool runs dry)\n",
-                 eo.kv_pages, page_tokens, eo.parallel, std::min(eo.context, eo.kv_pages * page_tokens));
-    MemoryBudget budget = cpu_budget(m.config, weights, eo, available);
-    std::fprintf(stderr, "%s", budget.report().c_str());
-    if (m.vision_encoder)
-      for (const std::string& line : m.vision_encoder->budget_lines()) std::fprintf(stderr, "  %s\n", line.c_str());
-    budget.require();
+    if (const auto free_bytes = m.model->device_memory_free())
+      budget_device_memory(m, eo, cache_gib, memory_gib > 0 ? size_t(memory_gib * double(1ull << 30)) : *free_bytes);
+    else
+      budget_ram(m, eo, memory_gib > 0 ? size_t(memory_gib * double(1ull << 30)) : available_ram_bytes());
   };
   o.served_model_name = args.get_or("served-model-name", hub_model_name(args));
 

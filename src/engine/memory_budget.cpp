@@ -27,8 +27,10 @@ std::string format_gib(size_t bytes) {
 std::string MemoryBudget::report() const {
   std::ostringstream out;
   out << "memory budget (" << where << "):\n";
+  for (const auto& l : resident) out << "  " << l.what << ": " << format_gib(l.bytes) << " (resident)\n";
   for (const auto& l : lines) out << "  " << l.what << ": " << format_gib(l.bytes) << "\n";
-  out << "  total: " << format_gib(total()) << " of " << format_gib(available) << " available\n";
+  out << "  total: " << format_gib(total()) << " of " << format_gib(available) << " available"
+      << (resident.empty() ? "" : " beside the resident lines") << "\n";
   return out.str();
 }
 

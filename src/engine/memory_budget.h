@@ -19,6 +19,8 @@ struct MemoryBudget {
   std::string where;  // "RAM" or "device memory"
   size_t available = 0;
   std::vector<BudgetLine> lines;
+  // Memory already allocated when `available` was read: reported, not summed.
+  std::vector<BudgetLine> resident;
 
   size_t total() const;
   bool fits() const { return total() <= available; }

@@ -23,6 +23,11 @@ SampledForward Model::forward_sampled(std::span<const SequenceChunk> chunks, std
 
 SequenceMemorySpec Model::memory_spec() const { return memory_spec_for(config()); }
 
+size_t Model::kv_page_bytes(int page_tokens) const {
+  const SequenceMemorySpec spec = memory_spec();
+  return KvPool::bytes_per_page(spec.kv_layers, spec.kv_heads, spec.head_dim, page_tokens);
+}
+
 void Model::save_kv_page(KvPool& pool, int32_t page, float* dst) { pool.save_page(page, dst); }
 
 void Model::load_kv_page(KvPool& pool, int32_t page, const float* src) { pool.load_page(page, src); }

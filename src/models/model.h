@@ -2,6 +2,7 @@
 // A causal language model's forward pass over a batch of sequence chunks that read and write a paged KV pool.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -58,6 +59,15 @@ struct SampledForward {
   std::vector<float> logits;
 };
 
+// The largest round an engine runs over its pool, for a backend's estimate of the scratch it keeps for rounds.
+struct RoundLimits {
+  int rows = 0;              // rows of the largest round
+  int logit_rows = 0;        // logit rows among them
+  size_t page_entries = 0;   // page-table entries of the round's chunks together
+  int pool_pages = 0;        // pages of the KV pool
+  int page_tokens = 16;      // positions per page
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -87,6 +97,13 @@ class Model {
   // A state slot's recurrent state to and from host floats (the spec's state_floats), for prompt-cache snapshots.
   virtual void save_state(KvPool& pool, int32_t slot, float* dst);
   virtual void load_state(KvPool& pool, int32_t slot, const float* src);
+  // Bytes one KV page of `page_tokens` positions takes where the model keeps K/V (the host pool: f32 per the spec).
+  virtual size_t kv_page_bytes(int page_tokens) const;
+  // Free memory of the model's device right now, its weights already resident; none for a model on the host.
+  virtual std::optional<size_t> device_memory_free() const { return std::nullopt; }
+  // Device memory kept beside the pool's pages for rounds up to `limits` (activations, logits, metadata, graph
+  // buffers); 0 for a model on the host, whose scratch the CPU budget counts from the config.
+  virtual size_t round_scratch_bytes(const RoundLimits& limits) const { return 0; }
   // "cpu" or "cuda".
   virtual const char* device_name() const { return "cpu"; }
   // Floats per position per layer for K plus V (what one KV position costs, times layers).

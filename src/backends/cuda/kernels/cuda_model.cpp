@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "backends/cuda/host/device.h"
@@ -95,6 +96,25 @@ class CudaModel final : public Model {
   size_t weight_bytes() const override { return weights_.matrix_bytes; }
   bool kv_on_host() const override { return false; }
   const char* device_name() const override { return "cuda"; }
+
+  // Per layer, keys then values: page_tokens rows of kv_heads × head_dim bf16 each.
+  size_t kv_page_bytes(int page_tokens) const override {
+    return size_t(config_.num_layers) * 2 * size_t(page_tokens) * row_bytes();
+  }
+
+  std::optional<size_t> device_memory_free() const override {
+    device_.make_current();
+    return device_.free_bytes();
+  }
+
+  // The eager arena grown to the largest round (and the quarter it adds), the decode graphs' fixed buffers, and the
+  // padding page the pool holds beyond the engine's.
+  size_t round_scratch_bytes(const RoundLimits& r) const override {
+    const auto L = cuda::meta_layout(r.rows, r.logit_rows, config_.head_dim / 2, kSampleWords);
+    const size_t eager = scratch_need(scratch_sizes(r.rows, r.logit_rows, L.words(r.page_entries) * 4));
+    const size_t graphs = graphs_on_ ? scratch_need(decode_scratch_sizes(size_t(r.pool_pages))) : 0;
+    return eager + eager / 4 + graphs + kv_page_bytes(r.page_tokens);
+  }
 
   // The device pool holds one page more than the engine's: the page padded decode rows write to.
   void attach_pool(KvPool& pool) override {
@@ -251,16 +271,20 @@ class CudaModel final : public Model {
   }
 
   // Page-table entries a decode round may upload: every row's table plus the padding page.
-  size_t decode_page_capacity() const {
-    return size_t(cuda::kMaxDecodeBucket) * (pool_slots_ / size_t(page_tokens_)) + 1;
+  static size_t decode_page_capacity(size_t pool_pages) { return size_t(cuda::kMaxDecodeBucket) * pool_pages + 1; }
+  size_t decode_page_capacity() const { return decode_page_capacity(pool_slots_ / size_t(page_tokens_)); }
+
+  // Scratch and metadata of the largest decode bucket over a pool of `pool_pages` pages.
+  std::vector<size_t> decode_scratch_sizes(size_t pool_pages) const {
+    const int B = cuda::kMaxDecodeBucket;
+    const auto L = cuda::meta_layout(B, B, config_.head_dim / 2, kSampleWords);
+    return scratch_sizes(B, B, L.words(decode_page_capacity(pool_pages)) * 4);
   }
 
   // The fixed buffers every decode graph reads: scratch and metadata for the largest bucket, made once per pool.
   const Scratch& decode_scratch() {
     if (!decode_scratch_) {
-      const int B = cuda::kMaxDecodeBucket;
-      const auto L = cuda::meta_layout(B, B, config_.head_dim / 2, kSampleWords);
-      const auto sizes = scratch_sizes(B, B, L.words(decode_page_capacity()) * 4);
+      const auto sizes = decode_scratch_sizes(pool_slots_ / size_t(page_tokens_));
       decode_scratch_ = std::make_unique<cuda::DeviceArena>(scratch_need(sizes), "decode graph scratch");
       decode_ = carve(*decode_scratch_, sizes);
     }
