@@ -88,7 +88,8 @@ ServerProcess::ServerProcess(const std::vector<std::string>& args, int wait_seco
 }
 
 ServerProcess::~ServerProcess() {
-  if (pid_ > 0) stop(SIGKILL, 10);
+  // A drain lets the request log take its last lines before the process ends (killed if it takes too long).
+  if (pid_ > 0) stop(SIGTERM, 20);
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
 }
