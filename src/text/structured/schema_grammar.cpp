@@ -209,10 +209,7 @@ class SchemaCompiler {
       if (extra_value) {
         Seq kv = {string_key()};
         append(kv, key_tail(*extra_value));
-        Seq comma_kv = b_.literal(",");
-        comma_kv.push_back(ws_);
-        append(comma_kv, kv);
-        Sym more = b_.star(comma_kv);
+        Sym more = b_.star(comma_then(kv));
         Seq one = kv;
         one.push_back(more);
         b_.add_alt(f, one);
@@ -265,6 +262,14 @@ class SchemaCompiler {
     return b_.any_of({s});
   }
 
+  // A comma, optional whitespace, then `x`: the next member of a list.
+  Seq comma_then(const Seq& x) {
+    Seq out = b_.literal(",");
+    out.push_back(ws_);
+    append(out, x);
+    return out;
+  }
+
   Seq array(const json& s, int depth, const std::string& at) {
     const int min = count(s, "minItems", 0, at), max = count(s, "maxItems", -1, at);
     if (max >= 0 && max < min) throw Error("'maxItems' is below 'minItems' at " + at);
@@ -274,11 +279,8 @@ class SchemaCompiler {
     Seq out = b_.literal("[");
     out.push_back(ws_);
     if (max != 0) {
-      Seq more = b_.literal(",");
-      more.push_back(ws_);
-      append(more, item);
       Seq items = item;
-      append(items, b_.repeat(more, std::max(min - 1, 0), max < 0 ? -1 : max - 1));
+      append(items, b_.repeat(comma_then(item), std::max(min - 1, 0), max < 0 ? -1 : max - 1));
       if (min == 0) out.push_back(b_.optional(items));
       else append(out, items);
     }
@@ -304,21 +306,15 @@ class SchemaCompiler {
     append(str, b_.literal("\""));
     Seq kv = str;
     append(kv, key_tail({val}));
-    Seq more_kv = b_.literal(",");
-    more_kv.push_back(ws_);
-    append(more_kv, kv);
     Seq members = kv;
-    members.push_back(b_.star(more_kv));
+    members.push_back(b_.star(comma_then(kv)));
     Seq obj = b_.literal("{");
     obj.push_back(ws_);
     obj.push_back(b_.optional(members));
     append(obj, b_.literal("}"));
     Seq item{val, ws_};
-    Seq more_item = b_.literal(",");
-    more_item.push_back(ws_);
-    append(more_item, item);
     Seq items = item;
-    items.push_back(b_.star(more_item));
+    items.push_back(b_.star(comma_then(item)));
     Seq arr = b_.literal("[");
     arr.push_back(ws_);
     arr.push_back(b_.optional(items));
