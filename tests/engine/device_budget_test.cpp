@@ -2,6 +2,7 @@
 // free beside the resident weights; the pool sized to fit; the host RAM a device engine keeps.
 #include <gtest/gtest.h>
 
+#include "budget_config.h"
 #include "core/error.h"
 #include "engine/device_budget.h"
 #include "engine/drafters/drafter.h"
@@ -11,18 +12,6 @@ namespace fs {
 namespace {
 
 constexpr size_t kMiB = size_t(1) << 20, kGiB = size_t(1) << 30;
-
-ModelConfig small_config() {
-  ModelConfig c;
-  c.vocab_size = 1000;
-  c.hidden_size = 256;
-  c.intermediate_size = 512;
-  c.num_layers = 4;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 64;
-  return c;
-}
 
 // A model that only answers the budget's questions: a host model unless given a device page size.
 class FabricatedModel final : public Model {
@@ -41,7 +30,7 @@ class FabricatedModel final : public Model {
   }
 
  private:
-  ModelConfig config_ = small_config();
+  ModelConfig config_ = test::small_budget_config();
   size_t per_position_;
 };
 

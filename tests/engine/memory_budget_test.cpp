@@ -1,6 +1,7 @@
 // The memory budget sums its parts and refuses what cannot fit, with the numbers.
 #include <gtest/gtest.h>
 
+#include "budget_config.h"
 #include "core/error.h"
 #include "engine/memory_budget.h"
 #include "models/kv_pool.h"
@@ -8,25 +9,13 @@
 namespace fs {
 namespace {
 
-ModelConfig small_config() {
-  ModelConfig c;
-  c.vocab_size = 1000;
-  c.hidden_size = 256;
-  c.intermediate_size = 512;
-  c.num_layers = 4;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 64;
-  return c;
-}
-
 TEST(MemoryBudget, KvLineGrowsWithStreamsAndContext) {
   EngineOptions o;
   o.parallel = 2;
   o.context = 1024;
-  auto small = cpu_budget(small_config(), 1 << 20, o, size_t(64) << 30);
+  auto small = cpu_budget(test::small_budget_config(), 1 << 20, o, size_t(64) << 30);
   o.parallel = 8;
-  auto large = cpu_budget(small_config(), 1 << 20, o, size_t(64) << 30);
+  auto large = cpu_budget(test::small_budget_config(), 1 << 20, o, size_t(64) << 30);
   // 4 layers × K+V × 2 heads × 64 dims × 4 bytes = 4 KiB per position.
   EXPECT_EQ(large.lines[1].bytes - small.lines[1].bytes, size_t(6) * 1024 * 4096);
   EXPECT_TRUE(large.fits());
@@ -38,7 +27,7 @@ TEST(MemoryBudget, RefusesWithTheNumbers) {
   EngineOptions o;
   o.parallel = 8;
   o.context = 32768;
-  auto b = cpu_budget(small_config(), size_t(1) << 30, o, size_t(2) << 30);
+  auto b = cpu_budget(test::small_budget_config(), size_t(1) << 30, o, size_t(2) << 30);
   EXPECT_FALSE(b.fits());
   try {
     b.require();
@@ -56,30 +45,19 @@ TEST(MemoryBudget, KvPagesThatFitFillWhatTheOtherLinesLeave) {
   o.context = 4096;
   o.prompt_cache_pages = 10;
   const size_t available = size_t(1) << 30;
-  const int pages = kv_pages_that_fit(small_config(), size_t(100) << 20, o, available);
+  const int pages = kv_pages_that_fit(test::small_budget_config(), size_t(100) << 20, o, available);
   ASSERT_GT(pages, 0);
   o.kv_pages = pages;
-  EXPECT_TRUE(cpu_budget(small_config(), size_t(100) << 20, o, available).fits());
+  EXPECT_TRUE(cpu_budget(test::small_budget_config(), size_t(100) << 20, o, available).fits());
   o.kv_pages = pages + 1;
-  auto over = cpu_budget(small_config(), size_t(100) << 20, o, available);
+  auto over = cpu_budget(test::small_budget_config(), size_t(100) << 20, o, available);
   EXPECT_FALSE(over.fits());
   EXPECT_NE(over.report().find("a pool of " + std::to_string(pages + 1) + " pages"), std::string::npos);
-  EXPECT_EQ(kv_pages_that_fit(small_config(), size_t(2) << 30, o, available), 0);
+  EXPECT_EQ(kv_pages_that_fit(test::small_budget_config(), size_t(2) << 30, o, available), 0);
 }
 
-}  // namespace
-}  // namespace fs
-
-namespace fs {
-namespace {
-
 TEST(ServingPool, HoldsEveryStreamWhenMemoryAllowsElseShrinksButKeepsOneFullStream) {
-  ModelConfig c;
-  c.num_layers = 2;
-  c.num_kv_heads = 2;
-  c.head_dim = 16;
-  c.hidden_size = 64;
-  c.vocab_size = 1000;
+  const ModelConfig c = test::small_budget_config();
   EngineOptions o;
   o.parallel = 8;
   o.context = 1024;

@@ -4,7 +4,6 @@
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "support/fixtures.h"
 #include "support/server_process.h"
@@ -42,11 +41,7 @@ TEST(Qwen35E2E, RepliesAmongEightConcurrentRequestsEqualTheirSoloRuns) {
   }
   std::vector<std::string> solo;
   for (const json& b : bodies) solo.push_back(reply_of(server.port(), b));
-  std::vector<std::string> together(bodies.size());
-  std::vector<std::thread> clients;
-  for (size_t i = 0; i < bodies.size(); ++i)
-    clients.emplace_back([&, i] { together[i] = reply_of(server.port(), bodies[i]); });
-  for (auto& t : clients) t.join();
+  const auto together = all_at_once(bodies.size(), [&](size_t i) { return reply_of(server.port(), bodies[i]); });
   for (size_t i = 0; i < bodies.size(); ++i) {
     EXPECT_EQ(solo[i].rfind("HTTP error", 0), std::string::npos) << solo[i];
     EXPECT_EQ(together[i], solo[i]) << "request " << i;

@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "core/files.h"
 #include "support/fixtures.h"
@@ -58,7 +57,7 @@ TEST(SpeculativeE2E, DraftedRepliesEqualUndraftedOnesAloneAndEightAtOnce) {
     ASSERT_TRUE(plain.ready()) << plain.stderr_text();
     for (const json& b : reqs) want.push_back(choices_of(plain.port(), b));
   }
-  for (const std::vector<std::string> flags :
+  for (const std::vector<std::string>& flags :
        {std::vector<std::string>{"--drafter", (shared / "models/fortune-draft").string()},
         std::vector<std::string>{"--draft", "ngram", "--draft-tokens", "4"}}) {
     SCOPED_TRACE(flags[1]);
@@ -67,11 +66,7 @@ TEST(SpeculativeE2E, DraftedRepliesEqualUndraftedOnesAloneAndEightAtOnce) {
     ServerProcess server(args);
     ASSERT_TRUE(server.ready()) << server.stderr_text();
     for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(choices_of(server.port(), reqs[i]), want[i]) << "request " << i;
-    std::vector<std::string> together(reqs.size());
-    std::vector<std::thread> clients;
-    for (size_t i = 0; i < reqs.size(); ++i)
-      clients.emplace_back([&, i] { together[i] = choices_of(server.port(), reqs[i]); });
-    for (auto& t : clients) t.join();
+    const auto together = all_at_once(reqs.size(), [&](size_t i) { return choices_of(server.port(), reqs[i]); });
     for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(together[i], want[i]) << "request " << i << " of 8 at once";
     json off = reqs[0];
     off["draft"] = false;
@@ -80,8 +75,9 @@ TEST(SpeculativeE2E, DraftedRepliesEqualUndraftedOnesAloneAndEightAtOnce) {
     auto m = c.Get("/metrics");
     ASSERT_TRUE(m);
     EXPECT_GT(std::stod(metric(m->body, "foldserve_draft_tokens_total")), 0.0) << m->body;
-    if (flags[0] == "--drafter")
+    if (flags[0] == "--drafter") {
       EXPECT_GT(std::stod(metric(m->body, "foldserve_draft_acceptance_rate")), 0.0) << m->body;
+    }
   }
   // The request log: drafted requests name their drafts; the "draft": false one (last of each server) none.
   std::ifstream in(log);

@@ -39,6 +39,14 @@ std::pair<int, nlohmann::json> post_json(int port, const std::string& path, cons
   return {r->status, nlohmann::json::parse(r->body, nullptr, false)};
 }
 
+std::vector<std::string> all_at_once(size_t n, const std::function<std::string(size_t)>& answer) {
+  std::vector<std::string> out(n);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < n; ++i) threads.emplace_back([&, i] { out[i] = answer(i); });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
 int connect_loopback(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};

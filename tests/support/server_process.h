@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,6 +43,8 @@ class ServerProcess {
 // when it is not JSON).
 std::pair<int, nlohmann::json> post_json(int port, const std::string& path, const nlohmann::json& body,
                                          int timeout_seconds = 300);
+// answer(i) for every i below n, all at once (one thread each); the answers in order of i.
+std::vector<std::string> all_at_once(size_t n, const std::function<std::string(size_t)>& answer);
 // A connected TCP socket to 127.0.0.1:port, or -1.
 int connect_loopback(int port);
 // One HTTP exchange over a raw socket: sends `bytes`, then reads until the peer closes or `wait_ms` passes quietly.
