@@ -125,9 +125,7 @@ void soak(double minutes, int streams) {
         if (leave) {
           // A client that leaves mid-stream: open, read a little, close.
           int fd = test::connect_loopback(server.port());
-          std::string b = body.dump();
-          std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\n"
-                            "Content-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b;
+          const std::string req = test::raw_post("/v1/chat/completions", body.dump());
           ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
           char buf[256];
           (void)!::recv(fd, buf, sizeof buf, 0);
@@ -165,9 +163,7 @@ void drain() {
   std::string body = R"({"prompt":"Once upon a time","max_tokens":3000,"stream":true})";
   for (int i = 0; i < 16; ++i)
     clients.emplace_back([&, i] {
-      out[size_t(i)] = test::raw_exchange(
-          server.port(), "POST /v1/completions HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nContent-Length: " +
-                             std::to_string(body.size()) + "\r\n\r\n" + body, 10000);
+      out[size_t(i)] = test::raw_exchange(server.port(), test::raw_post("/v1/completions", body), 10000);
     });
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   auto t = Clock::now();

@@ -51,11 +51,6 @@ json image_body(const std::string& png) {
 const json kTextBody = {{"messages", {{{"role", "user"}, {"content", "Tell me about computers."}}}},
                         {"max_tokens", 16}, {"temperature", 0}};
 
-std::string http_post(const std::string& path, const std::string& body) {
-  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n\r\n" + body;
-}
-
 // The server's start-up budget line: admitted pixels and the measured GFLOP/s (0 when the line says no speed).
 struct PrintedBudget {
   int64_t pixels = 0;
@@ -106,7 +101,7 @@ TEST_F(VisionLoadE2E, TextIsAnsweredWhileAnImageEncodesAndALeavingClientFreesThe
   // The big image's request goes over a raw socket, so the test can leave mid-encode.
   const int fd = connect_loopback(server.port());
   ASSERT_GE(fd, 0);
-  const std::string request = http_post("/v1/chat/completions", image_body(png_of_side(side)).dump());
+  const std::string request = raw_post("/v1/chat/completions", image_body(png_of_side(side)).dump());
   ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), ssize_t(request.size()));
   std::this_thread::sleep_for(milliseconds(1500));
   httplib::Client client("127.0.0.1", server.port());
@@ -142,7 +137,7 @@ TEST_F(VisionLoadE2E, SigtermDuringAnEncodeExitsZeroWithinTheDrainTime) {
   const int side = side_for_seconds(server, 60);
   const int fd = connect_loopback(server.port());
   ASSERT_GE(fd, 0);
-  const std::string request = http_post("/v1/chat/completions", image_body(png_of_side(side)).dump());
+  const std::string request = raw_post("/v1/chat/completions", image_body(png_of_side(side)).dump());
   ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), ssize_t(request.size()));
   std::this_thread::sleep_for(milliseconds(1500));
   const auto start = steady_clock::now();

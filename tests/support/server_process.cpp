@@ -133,6 +133,11 @@ size_t ServerProcess::rss_bytes() const {
   return resident * size_t(::sysconf(_SC_PAGESIZE));
 }
 
+std::string raw_post(const std::string& path, const std::string& body, const std::string& extra_headers) {
+  return "POST " + path + " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n" + extra_headers +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
 std::string raw_exchange(int port, const std::string& bytes, int wait_ms) {
   int fd = connect_loopback(port);
   if (fd < 0) return "";

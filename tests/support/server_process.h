@@ -47,6 +47,8 @@ std::pair<int, nlohmann::json> post_json(int port, const std::string& path, cons
 std::vector<std::string> all_at_once(size_t n, const std::function<std::string(size_t)>& answer);
 // A connected TCP socket to 127.0.0.1:port, or -1.
 int connect_loopback(int port);
+// The bytes of a JSON POST to `path`, with `extra_headers` (each ending in CR LF) before its Content-Length.
+std::string raw_post(const std::string& path, const std::string& body, const std::string& extra_headers = "");
 // One HTTP exchange over a raw socket: sends `bytes`, then reads until the peer closes or `wait_ms` passes quietly.
 std::string raw_exchange(int port, const std::string& bytes, int wait_ms = 2000);
 // The status code of the first response in `raw`, or 0.
