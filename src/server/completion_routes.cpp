@@ -200,7 +200,9 @@ void stream_reply(Server::State& s, http::Response& res, std::shared_ptr<Reply> 
           if (reply->chat) {
             json roles = json::array();
             for (size_t i = 0; i < reply->choices.size(); ++i)
-              roles.push_back({{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}}}, {"logprobs", nullptr},
+              roles.push_back({{"index", i},
+                               {"delta", {{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}}},
+                               {"logprobs", nullptr},
                                {"finish_reason", nullptr}});
             out += sse_event(reply->chunk(roles));
           }
@@ -234,7 +236,6 @@ void stream_reply(Server::State& s, http::Response& res, std::shared_ptr<Reply> 
       [&s, reply](bool) {
         reply->run->cancel();
         s.metrics.stream_ended();
-        --s.generating;
       });
 }
 
@@ -274,10 +275,7 @@ void generate(Server::State& s, const http::Request& req, http::Response& res, s
   GenerationRun::Context ctx{*s.engine, *m.tokenizer, eos, &s.metrics};
   reply->run = GenerationRun::start(ctx, std::move(specs), current_trace().start, prompt_param);
   current_trace().id = reply->id;
-  if (gen.stream) {
-    ++s.generating;
-    return stream_reply(s, res, reply);
-  }
+  if (gen.stream) return stream_reply(s, res, reply);
 
   s.metrics.stream_started();
   while (!reply->run->finished()) {
@@ -383,18 +381,16 @@ void completions(Server::State& s, const http::Request& req, http::Response& res
   generate(s, req, res, reply, prompts, r.gen, "prompt");
 }
 
-// Wraps a generation route: its metric label, the count of requests being answered, ApiExceptions answered.
+// Wraps a generation route: its metric label, and ApiExceptions answered.
 http::Handler route(Server::State& s, const char* label,
                     void (*fn)(Server::State&, const http::Request&, http::Response&)) {
   return [&s, label, fn](const http::Request& req, http::Response& res) {
     current_trace().route = label;
-    ++s.generating;
     try {
       fn(s, req, res);
     } catch (const ApiException& e) {
       s.answer_error(res, e.error);
     }
-    --s.generating;
   };
 }
 

@@ -225,8 +225,9 @@ void Server::drain() {
   s.draining = true;
   using namespace std::chrono;
   auto wait_idle = [&s](steady_clock::time_point until) {
-    while (s.generating.load() > 0 && steady_clock::now() < until) std::this_thread::sleep_for(milliseconds(20));
-    return s.generating.load() == 0;
+    while (s.http.requests_in_flight() > 0 && steady_clock::now() < until)
+      std::this_thread::sleep_for(milliseconds(20));
+    return s.http.requests_in_flight() == 0;
   };
   if (!wait_idle(steady_clock::now() + seconds(std::max(0, s.options.drain_seconds)))) {
     s.abort_streams = true;

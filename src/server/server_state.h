@@ -28,7 +28,6 @@ struct Server::State {
   std::atomic<bool> ready{false};
   std::atomic<bool> draining{false};       // refusing new work, letting work in flight finish
   std::atomic<bool> abort_streams{false};  // the drain time is over: end what still runs
-  std::atomic<int> generating{0};          // completion requests being answered
   std::unique_ptr<LoadedModel> model;
   std::unique_ptr<Engine> engine;
   std::string served_name;

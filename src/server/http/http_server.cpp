@@ -48,7 +48,9 @@ void HttpServer::route_quick(std::string method, std::string pattern, Handler ha
   router_.add(std::move(method), std::move(pattern), std::move(handler), true);
 }
 
-void HttpServer::set_head_check(std::function<bool(const Request&, Response&)> check) { head_check_ = std::move(check); }
+void HttpServer::set_head_check(std::function<bool(const Request&, Response&)> check) {
+  head_check_ = std::move(check);
+}
 
 void HttpServer::set_error_body(std::function<std::string(int, const std::string&)> body) {
   error_body_ = std::move(body);
@@ -281,6 +283,7 @@ Response HttpServer::error_response(int status, const std::string& message) cons
 
 void HttpServer::dispatch(Connection& c) {
   c.busy = true;
+  ++in_flight_;
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
   {
     std::lock_guard lock(mu_);
@@ -325,6 +328,7 @@ void HttpServer::serve_on_worker(Connection* c) {
   const bool keep = req.wants_keep_alive() && !stopping_.load();
   const bool open = write_response(c->fd, req, res, keep, limits_.write_timeout, stopping_);
   if (after_) after_(req, res);
+  --in_flight_;
   {
     std::lock_guard lock(mu_);
     returned_.emplace_back(c->fd, open);

@@ -48,7 +48,8 @@ class HttpServer {
   // The JSON body of the errors the server answers itself (malformed requests, 404, 405, 408, 413, ...).
   void set_error_body(std::function<std::string(int status, const std::string& message)> body);
   // Runs before each handler and after each response, on the thread that ran the handler.
-  void set_hooks(std::function<void(const Request&)> before, std::function<void(const Request&, const Response&)> after);
+  void set_hooks(std::function<void(const Request&)> before,
+                 std::function<void(const Request&, const Response&)> after);
 
   // Listens on host:port; returns the port. Throws fs::Error naming the address when it cannot.
   int bind(const std::string& host, int port);
@@ -57,6 +58,8 @@ class HttpServer {
   // Ends run() from any thread; streams being written see their writes fail.
   void stop();
   bool running() const { return running_.load(); }
+  // Requests handed to workers and not yet answered (streams included).
+  int requests_in_flight() const { return in_flight_.load(); }
 
  private:
   struct Connection;
@@ -87,6 +90,7 @@ class HttpServer {
 
   int listen_fd_ = -1, epoll_fd_ = -1, wake_fd_ = -1;
   std::atomic<bool> running_{false}, stopping_{false};
+  std::atomic<int> in_flight_{0};
   std::unordered_map<int, std::unique_ptr<Connection>> connections_;
   std::unordered_map<std::string, int> per_client_;
   uint64_t next_serial_ = 0;

@@ -36,7 +36,8 @@ int listen_on(const std::string& host, int& port, int backlog) {
     int yes = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, backlog) != 0) {
-      why = errno == EADDRINUSE ? "the port is already in use (is another server running there?)" : std::strerror(errno);
+      why = errno == EADDRINUSE ? "the port is already in use (is another server running there?)"
+                                : std::strerror(errno);
       ::close(fd);
       fd = -1;
     }
