@@ -21,6 +21,7 @@
 #include "core/files.h"
 #include "support/fixtures.h"
 #include "support/process.h"
+#include "support/server_process.h"
 
 namespace fs::test {
 namespace {
@@ -37,63 +38,31 @@ struct CurlReply {
 
 class ServerE2E : public ::testing::Test {
  protected:
-  static inline pid_t pid_ = -1;
+  static inline std::unique_ptr<ServerProcess> server_;
   static inline int port_ = 0;
   static inline stdfs::path work_;
-  static inline std::string start_error_;
 
   static void SetUpTestSuite() {
     if (shared_dir().empty()) return;
     work_ = stdfs::temp_directory_path() / ("foldserve_e2e_" + std::to_string(::getpid()));
     stdfs::create_directories(work_);
-    port_ = free_loopback_port();
-    std::vector<std::string> argv = {foldserve_binary(), "serve", "--port", std::to_string(port_), "--api-key", kKey,
-                                     "--request-log", (work_ / "requests.jsonl").string(), "--context", "512",
-                                     "--max-body-bytes", "65536", "--parallel", "4"};
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      std::FILE* out = std::freopen((work_ / "server.out").c_str(), "w", stdout);
-      std::FILE* err = std::freopen((work_ / "server.err").c_str(), "w", stderr);
-      (void)out, (void)err;
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      ::execv(args[0], args.data());
-      std::_Exit(127);
-    }
-    httplib::Client c("127.0.0.1", port_);
-    for (int i = 0; i < 600; ++i) {
-      if (auto r = c.Get("/health"); r && r->status == 200) return;
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    start_error_ = "the server did not become healthy: " + read_text(work_ / "server.err");
+    server_ = std::make_unique<ServerProcess>(std::vector<std::string>{
+        "--api-key", kKey, "--request-log", (work_ / "requests.jsonl").string(), "--context", "512",
+        "--max-body-bytes", "65536", "--parallel", "4"});
+    port_ = server_->port();
   }
 
   static void TearDownTestSuite() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      int status = 0;
-      ::waitpid(pid_, &status, 0);
-      pid_ = -1;
-    }
+    server_.reset();
     std::error_code ec;
     if (!work_.empty()) stdfs::remove_all(work_, ec);
-  }
-
-  static std::string read_text(const stdfs::path& p) {
-    std::ifstream in(p);
-    return std::string(std::istreambuf_iterator<char>(in), {});
   }
 
   void SetUp() override {
     FS_REQUIRE_SHARED(shared);
     shared_ = shared;
-    ASSERT_TRUE(start_error_.empty()) << start_error_;
+    ASSERT_TRUE(server_ && server_->ready()) << "the server did not become healthy: "
+                                             << (server_ ? server_->stderr_text() : "not started");
     cases_ = read_json_file(shared / "reference" / "fortune-demo" / "cases.json")["cases"];
   }
 

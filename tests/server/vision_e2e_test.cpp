@@ -24,6 +24,7 @@
 #include "support/fixtures.h"
 #include "support/media.h"
 #include "support/process.h"
+#include "support/server_process.h"
 #include "vision/image.h"
 #include "vision/media_fetch.h"
 
@@ -77,33 +78,20 @@ std::string test_device() { return cuda_backend_available() ? "cuda" : "cpu"; }
 double near_tie_margin() { return test_device() == "cuda" ? 5e-2 : 1e-3; }
 
 // A foldserve server on a free port, healthy or with the reason it is not.
+// `foldserve serve` with the flags every server of these tests shares.
 struct ServerUnderTest {
-  Child child;
-  int port = 0;
-  std::string error;
+  std::unique_ptr<ServerProcess> process;
 
-  void start(const std::vector<std::string>& flags, const stdfs::path& work, const std::string& name) {
-    port = free_loopback_port();
-    std::vector<std::string> argv = {foldserve_binary(), "serve", "--port", std::to_string(port), "--context", "1024",
-                                     "--parallel", "2", "--prompt-cache-gib", "0.05", "--device", test_device()};
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    child.start(argv, work / (name + ".log"));
-    httplib::Client c("127.0.0.1", port);
-    for (int i = 0; i < 600; ++i) {
-      if (auto r = c.Get("/health"); r && r->status == 200) return;
-      if (!child.running()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    error = name + " did not become healthy: " + child.log();
+  void start(const std::vector<std::string>& flags) {
+    std::vector<std::string> args = {"--context", "1024", "--parallel", "2", "--prompt-cache-gib", "0.05",
+                                     "--device", test_device()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    process = std::make_unique<ServerProcess>(args);
   }
-
-  // POSTs a JSON body; returns status and parsed body (null when not JSON).
+  int port() const { return process->port(); }
+  // POSTs a JSON body; returns status and parsed body (discarded when not JSON).
   std::pair<int, json> post(const std::string& path, const json& body) const {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(120, 0);
-    auto r = c.Post(path, body.dump(), "application/json");
-    if (!r) return {0, nullptr};
-    return {r->status, json::parse(r->body, nullptr, false)};
+    return post_json(port(), path, body, 120);
   }
   std::pair<int, json> chat(const json& body) const { return post("/v1/chat/completions", body); }
 };
@@ -122,14 +110,14 @@ class VisionServerE2E : public ::testing::Test {
     work_ = stdfs::temp_directory_path() / ("foldserve_vision_e2e_" + std::to_string(::getpid()));
     stdfs::create_directories(work_);
     const std::string vl = (shared / "models" / "tiny-qwen2.5-vl").string();
-    vision_.start({vl, "--vision"}, work_, "vision");
-    local_.start({vl, "--vision", "--media-allow-local"}, work_, "vision-local");
-    vision_off_.start({vl}, work_, "vision-off");
-    text_only_.start({"--vision"}, work_, "fortune-demo");
+    vision_.start({vl, "--vision"});
+    local_.start({vl, "--vision", "--media-allow-local"});
+    vision_off_.start({vl});
+    text_only_.start({"--vision"});
   }
 
   static void TearDownTestSuite() {
-    for (auto* s : {&vision_, &local_, &vision_off_, &text_only_}) s->child.stop();
+    for (auto* s : {&vision_, &local_, &vision_off_, &text_only_}) s->process.reset();
     std::error_code ec;
     if (!work_.empty()) stdfs::remove_all(work_, ec);
   }
@@ -137,7 +125,8 @@ class VisionServerE2E : public ::testing::Test {
   void SetUp() override {
     FS_REQUIRE_SHARED(shared);
     shared_ = shared;
-    for (auto* s : {&vision_, &local_, &vision_off_, &text_only_}) ASSERT_TRUE(s->error.empty()) << s->error;
+    for (auto* s : {&vision_, &local_, &vision_off_, &text_only_})
+      ASSERT_TRUE(s->process && s->process->ready()) << (s->process ? s->process->stderr_text() : "not started");
     cases_ = read_json_file(shared / "reference" / "tiny-qwen2.5-vl" / "cases.json");
   }
 
@@ -218,7 +207,7 @@ TEST_F(VisionServerE2E, StreamedReferencePromptsGiveTheReferenceGreedyIds) {
     json body = greedy_body(msgs, prompt["greedy"].size());
     body["stream"] = true;
     body["stream_options"] = {{"include_usage", true}};
-    httplib::Client c("127.0.0.1", vision_.port);
+    httplib::Client c("127.0.0.1", vision_.port());
     c.set_read_timeout(120, 0);
     auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
     ASSERT_TRUE(r);
