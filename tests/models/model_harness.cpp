@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#include <gtest/gtest.h>
+
+#include "support/fixtures.h"
+
 namespace fs::test {
 
 ModelHarness::ModelHarness(const std::filesystem::path& dir, int max_positions) {
@@ -46,6 +50,16 @@ std::vector<int32_t> ModelHarness::greedy(const std::vector<int32_t>& ids, int s
     if (s + 1 < steps) logits = step(next, pos++);
   }
   return out;
+}
+
+void expect_layers_close(const std::vector<float>& got, const std::vector<float>& want, size_t per_layer,
+                         double tolerance) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t layer = 0; layer * per_layer < got.size(); ++layer) {
+    std::vector<float> a(got.begin() + long(layer * per_layer), got.begin() + long((layer + 1) * per_layer));
+    std::vector<float> b(want.begin() + long(layer * per_layer), want.begin() + long((layer + 1) * per_layer));
+    EXPECT_LE(rel_l2(a, b), tolerance) << "hidden states after layer " << layer;
+  }
 }
 
 int32_t argmax(const std::vector<float>& v) {

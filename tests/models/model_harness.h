@@ -29,5 +29,8 @@ struct ModelHarness {
 };
 
 int32_t argmax(const std::vector<float>& v);
+// Expects every layer's slice of `per_layer` floats of `got` within relative L2 `tolerance` of `want`'s.
+void expect_layers_close(const std::vector<float>& got, const std::vector<float>& want, size_t per_layer,
+                         double tolerance);
 
 }  // namespace fs::test

@@ -26,13 +26,7 @@ TEST_P(ReferenceTest, LogitsHiddenStatesAndGreedyMatchTransformers) {
 
     auto states_ref = read_f32(ref_dir / c["hidden_states"]["file"].get<std::string>());
     auto states = h.model->hidden_states(SequenceChunk{ids, 0, h.pages, false}, *h.pool);
-    ASSERT_EQ(states.size(), states_ref.size());
-    const size_t per = ids.size() * size_t(h.config.hidden_size);
-    for (size_t layer = 0; layer * per < states.size(); ++layer) {
-      std::vector<float> a(states.begin() + long(layer * per), states.begin() + long((layer + 1) * per));
-      std::vector<float> b(states_ref.begin() + long(layer * per), states_ref.begin() + long((layer + 1) * per));
-      EXPECT_LE(rel_l2(a, b), 1e-4) << "hidden states after layer " << layer;
-    }
+    expect_layers_close(states, states_ref, ids.size() * size_t(h.config.hidden_size), 1e-4);
 
     std::vector<int32_t> want;
     for (const auto& g : c["greedy"]) {
