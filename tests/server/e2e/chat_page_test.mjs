@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
+import { check, finish } from "./checks.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const base = process.argv[2] ?? process.env.FOLDSERVE_URL;
@@ -27,17 +28,6 @@ const longMaxTokens = 2000;
 const throttledBytesPerSecond = 4000;
 assert.ok(base && keyedBase && key, "usage: node chat_page_test.mjs URL KEYED_URL KEY");
 mkdirSync(shots, { recursive: true });
-
-let failures = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failures++;
-    console.log(`FAIL ${name}: ${e.stack || e}`);
-  }
-}
 
 // A chat completion straight from the API (not through the page), with the page's body made non-streaming.
 async function apiChat(url, body, headers = {}) {
@@ -203,5 +193,4 @@ try {
 } finally {
   await browser.close();
 }
-console.log(failures ? `${failures} check(s) failed` : "all checks passed");
-process.exit(failures ? 1 : 0);
+finish();

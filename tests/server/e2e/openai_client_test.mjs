@@ -4,22 +4,12 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import OpenAI from "openai";
+import { check, finish } from "./checks.mjs";
 
 const base = process.env.FOLDSERVE_URL;
 const key = process.env.FOLDSERVE_KEY;
 const cases = JSON.parse(readFileSync(process.env.FOLDSERVE_CASES, "utf8")).cases;
 const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: key, maxRetries: 0 });
-let failures = 0;
-
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failures++;
-    console.log(`FAIL ${name}: ${e.stack || e}`);
-  }
-}
 
 await check("models.list names fortune-demo", async () => {
   const page = await client.models.list();
@@ -95,5 +85,4 @@ await check("a wrong key is 401", async () => {
   await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError);
 });
 
-console.log(failures ? `${failures} failed` : "all passed");
-process.exit(failures ? 1 : 0);
+finish();

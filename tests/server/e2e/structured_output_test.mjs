@@ -9,6 +9,7 @@ import { readFileSync } from "node:fs";
 import Ajv from "ajv";
 import addFormats from "ajv-formats";
 import OpenAI from "openai";
+import { check, finish } from "./checks.mjs";
 
 const structured = JSON.parse(readFileSync(new URL("./structured_cases.json", import.meta.url), "utf8"));
 const fortuneCases = JSON.parse(readFileSync(process.env.FOLDSERVE_CASES, "utf8")).cases;
@@ -16,17 +17,6 @@ const client = new OpenAI({ baseURL: `${process.env.FOLDSERVE_URL}/v1`, apiKey: 
 const fortune = new OpenAI({ baseURL: `${process.env.FOLDSERVE_FORTUNE_URL}/v1`, apiKey: "none", maxRetries: 0 });
 const ajv = new Ajv({ strict: false, allErrors: true });
 addFormats(ajv);
-let failures = 0;
-
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failures++;
-    console.log(`FAIL ${name}: ${e.stack || e}`);
-  }
-}
 
 function validate(schema, text, what) {
   let value;
@@ -187,5 +177,4 @@ await check("on fortune-demo a constraint the greedy reply satisfies leaves it u
   }
 });
 
-console.log(failures ? `${failures} failed` : "all passed");
-process.exit(failures ? 1 : 0);
+finish();
