@@ -30,6 +30,7 @@
 #include "backends/cuda/host/stream.h"
 #include "backends/cuda/kernels/cuda_model.h"
 #include "backends/cuda/kernels/ops.h"
+#include "gemm_peer.h"
 
 namespace fs {
 namespace {
@@ -56,8 +57,9 @@ double copy_bandwidth() {
 
 // Shared GEMM on the decoder's shapes (hidden 4096, ffn 14336, 8 kv heads of 128, vocabulary 128256): time per
 // call and the rate of the bytes it must move (weights + inputs + outputs) and of its arithmetic, for `gemm` and
-// every variant. Weight buffers rotate so the L2 cache never holds them.
-void gemm_rates(const std::vector<int>& rows) {
+// every variant, beside cuBLASLt on the same shape: each rate as a fraction of the copy bandwidth `bw` (floor) and
+// of cuBLASLt's. Weight buffers rotate so the L2 cache never holds them.
+void gemm_rates(const std::vector<int>& rows, double bw) {
   cuda::Device device(0);
   cuda::Stream stream;
   struct Shape {
@@ -79,13 +81,26 @@ void gemm_rates(const std::vector<int>& rows) {
   auto y = arena.allocate(size_t(max_m) * 128256 * 4, "outputs");
   FS_CU(memset_d8_async, x.ptr, 0x3b, size_t(max_m) * 14336 * 2, stream.handle());
   auto ptr = [](const cuda::DeviceSpan& s) { return reinterpret_cast<uint16_t*>(s.ptr); };
-  std::printf("%8s %6s %10s %10s %10s  %s\n", "gemm", "m", "us", "GB/s", "TFLOP/s", "variant");
+  GemmPeer peer;
+  std::vector<cuda::CUdeviceptr> weights;
+  for (const auto& c : w) weights.push_back(c.ptr);
+  std::printf("%8s %6s %10s %10s %10s %7s %9s  %s\n", "gemm", "m", "us", "GB/s", "TFLOP/s", "floor", "cuBLASLt",
+              "variant");
+  auto print = [&](const Shape& s, int m, double sec, double peer_sec, const std::string& name) {
+    const double bytes = 2.0 * s.n * s.k + 2.0 * m * s.k + 4.0 * m * s.n;
+    std::printf("%8s %6d %10.1f %10.0f %10.1f %7.2f %9.2f  %s\n", s.name, m, sec * 1e6, bytes / sec / 1e9,
+                2.0 * m * s.n * s.k / sec / 1e12, bytes / sec / bw, peer_sec / sec, name.c_str());
+    std::fflush(stdout);
+  };
   for (int m : rows)
-    for (const Shape& s : shapes)
+    for (const Shape& s : shapes) {
+      if (m > 64 && std::strcmp(s.name, "lm_head") == 0) continue;  // the lm head matters for decode rows only
+      const double peer_sec = peer.seconds(x.ptr, weights, y.ptr, m, s.n, s.k, m >= 2048 ? 8 : 40, stream.handle());
+      print(s, m, peer_sec, peer_sec, "cuBLASLt (bf16 in, f32 out, no split-K)");
       for (int v = -1; v < cuda::kernels::gemm_variants(); ++v) {
-        // Register streaming is for few rows; the lm head matters for decode rows only.
+        // Register streaming is for few rows.
         const bool streams = v >= 0 && std::strncmp(cuda::kernels::gemm_variant_name(v), "stream", 6) == 0;
-        if ((m > 64 && streams) || (m > 64 && std::strcmp(s.name, "lm_head") == 0)) continue;
+        if (m > 64 && streams) continue;
         auto call = [&](int i) {
           auto* out = reinterpret_cast<float*>(y.ptr);
           void* st = reinterpret_cast<void*>(stream.handle());
@@ -98,13 +113,10 @@ void gemm_rates(const std::vector<int>& rows) {
         auto t = Clock::now();
         for (int i = 0; i < reps; ++i) call(i);
         stream.synchronize();
-        const double sec = seconds_since(t) / reps;
-        const double bytes = 2.0 * s.n * s.k + 2.0 * m * s.k + 4.0 * m * s.n;
         const std::string name = v < 0 ? "default" : std::to_string(v) + " " + cuda::kernels::gemm_variant_name(v);
-        std::printf("%8s %6d %10.1f %10.0f %10.1f  %s\n", s.name, m, sec * 1e6, bytes / sec / 1e9,
-                    2.0 * m * s.n * s.k / sec / 1e12, name.c_str());
-        std::fflush(stdout);
+        print(s, m, seconds_since(t) / reps, peer_sec, name);
       }
+    }
 }
 
 std::vector<int32_t> random_ids(std::mt19937& rng, int n, int vocab) {
@@ -261,7 +273,7 @@ int bench(int argc, char** argv) {
   }
   const double bw = copy_bandwidth();
   std::printf("device copy bandwidth (read + write): %.0f GB/s\n", bw / 1e9);
-  if (!gemm_rows.empty()) gemm_rates(gemm_rows);
+  if (!gemm_rows.empty()) gemm_rates(gemm_rows, bw);
   if (gemm_only) return 0;
   auto t = Clock::now();
   ModelConfig config = load_model_config(dir);

@@ -16,7 +16,7 @@ BlasLtHandle::~BlasLtHandle() {
 }
 
 Bf16GemmPlan::Bf16GemmPlan(const BlasLtHandle& handle, std::uint64_t m, std::uint64_t n, std::uint64_t k,
-                           std::size_t max_workspace_bytes)
+                           std::size_t max_workspace_bytes, Bf16GemmOptions options)
     : handle_(handle.get()), m_(m), n_(n), k_(k) {
   std::string shape = "bf16 GEMM m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
   if (m == 0 || n == 0 || k == 0) throw Error(shape + ": every dimension must be positive");
@@ -28,19 +28,34 @@ Bf16GemmPlan::Bf16GemmPlan(const BlasLtHandle& handle, std::uint64_t m, std::uin
     FS_BLAS(matmul_desc_set_attribute, desc_, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof(keep));
     FS_BLAS(matrix_layout_create, &w_layout_, CUDA_R_16BF, k, n, static_cast<std::int64_t>(k));
     FS_BLAS(matrix_layout_create, &x_layout_, CUDA_R_16BF, k, m, static_cast<std::int64_t>(k));
-    FS_BLAS(matrix_layout_create, &y_layout_, CUDA_R_16BF, n, m, static_cast<std::int64_t>(n));
+    FS_BLAS(matrix_layout_create, &y_layout_, options.f32_output ? CUDA_R_32F : CUDA_R_16BF, n, m,
+            static_cast<std::int64_t>(n));
     FS_BLAS(matmul_preference_create, &preference);
     const std::uint64_t workspace_limit = max_workspace_bytes;
     FS_BLAS(matmul_preference_set_attribute, preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_limit,
             sizeof(workspace_limit));
-    cublasLtMatmulHeuristicResult_t result{};
+    constexpr int kCandidates = 16;
+    cublasLtMatmulHeuristicResult_t results[kCandidates]{};
     int found = 0;
     check_blas(blaslt().matmul_algo_get_heuristic(handle_, desc_, w_layout_, x_layout_, y_layout_, y_layout_,
-                                                  preference, 1, &result, &found),
+                                                  preference, options.allow_split_k ? 1 : kCandidates, results,
+                                                  &found),
                blaslt_symbol::matmul_algo_get_heuristic, shape);
-    if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
+    // Candidates come best first; without split-K, the first that keeps k in one CTA.
+    int pick = 0;
+    for (; !options.allow_split_k && pick < found; ++pick) {
+      std::int32_t splits = 1;
+      std::size_t written = 0;
+      check_blas(blaslt().matmul_algo_config_get_attribute(&results[pick].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                           &splits, sizeof(splits), &written),
+                 blaslt_symbol::matmul_algo_config_get_attribute, shape);
+      if (splits <= 1) break;
+    }
+    const cublasLtMatmulHeuristicResult_t& result = results[pick < kCandidates ? pick : 0];
+    if (found < 1 || pick >= found || result.state != CUBLAS_STATUS_SUCCESS) {
       throw Error(shape + ": cuBLASLt has no algorithm for this shape within " +
-                  std::to_string(max_workspace_bytes) + " workspace bytes");
+                  std::to_string(max_workspace_bytes) + " workspace bytes" +
+                  (options.allow_split_k ? "" : " without split-K"));
     }
     algo_ = result.algo;
     workspace_bytes_ = result.workspaceSize;

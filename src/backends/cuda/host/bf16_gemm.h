@@ -1,5 +1,5 @@
 #pragma once
-// bf16 GEMM through cuBLASLt: Y[m,n] = X[m,k] · W[n,k]ᵀ on row-major bf16 data with fp32 accumulation, planned once
+// bf16 GEMM through cuBLASLt: Y[m,n] = X[m,k] · W[n,k]ᵀ on row-major bf16 inputs (Y bf16 or f32), fp32 accumulation, planned once
 // per shape (descriptors, layouts and one algorithm chosen by the heuristic) and run many times.
 #include <cstddef>
 #include <cstdint>
@@ -21,12 +21,19 @@ class BlasLtHandle {
   cublasLtHandle_t handle_ = nullptr;
 };
 
+// Y's element type and whether the algorithm may split k across CTAs (whose reduction order varies with m).
+struct Bf16GemmOptions {
+  bool f32_output = false;
+  bool allow_split_k = true;
+};
+
 class Bf16GemmPlan {
  public:
-  // Builds the descriptors and picks the algorithm; `max_workspace_bytes` bounds the workspace it may use.
-  // Throws fs::Error naming the shape when cuBLASLt has no algorithm for it; nothing is left allocated.
+  // Builds the descriptors and picks the heuristic's best algorithm (the best without split-K when the options
+  // forbid it); `max_workspace_bytes` bounds the workspace it may use. Throws fs::Error naming the shape when
+  // cuBLASLt has no algorithm for it; nothing is left allocated.
   Bf16GemmPlan(const BlasLtHandle& handle, std::uint64_t m, std::uint64_t n, std::uint64_t k,
-               std::size_t max_workspace_bytes);
+               std::size_t max_workspace_bytes, Bf16GemmOptions options = {});
   ~Bf16GemmPlan();
   Bf16GemmPlan(const Bf16GemmPlan&) = delete;
   Bf16GemmPlan& operator=(const Bf16GemmPlan&) = delete;

@@ -42,6 +42,7 @@ inline constexpr int CUDA_R_16BF = 14;
 inline constexpr int CUBLASLT_MATMUL_DESC_TRANSA = 3;
 inline constexpr int CUBLASLT_MATMUL_DESC_TRANSB = 4;
 inline constexpr int CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1;
+inline constexpr int CUBLASLT_ALGO_CONFIG_SPLITK_NUM = 2;
 
 // X(member, "exported symbol", return type, parameter list)
 #define FS_CUDA_BLASLT_CALLS(X)                                                                                   \
@@ -67,6 +68,8 @@ inline constexpr int CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1;
     (cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,     \
      cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t preference, int requested,   \
      cublasLtMatmulHeuristicResult_t* results, int* returned))                                                   \
+  X(matmul_algo_config_get_attribute, "cublasLtMatmulAlgoConfigGetAttribute", cublasStatus_t,                    \
+    (const cublasLtMatmulAlgo_t* algo, int attribute, void* value, std::size_t bytes, std::size_t* written))     \
   X(matmul, "cublasLtMatmul", cublasStatus_t,                                                                    \
     (cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha, const void* a,                      \
      cublasLtMatrixLayout_t a_layout, const void* b, cublasLtMatrixLayout_t b_layout, const void* beta,         \
