@@ -59,6 +59,24 @@ void interleaved_mrope_angles(const std::vector<float>& inv_freq, const std::vec
     }
 }
 
+void gated_attention_qk(const GatedAttentionShape& s, const float* q_norm, const float* k_norm, const float* cos,
+                        const float* sin, int T, const float* qg, float* q, float* gate, float* k) {
+  const int hd = s.head_dim;
+  // q_proj lays out [query | gate] per head.
+  for (size_t hr = 0; hr < size_t(T) * s.heads; ++hr) {
+    std::copy_n(qg + hr * 2 * hd, hd, q + hr * hd);
+    std::copy_n(qg + hr * 2 * hd + hd, hd, gate + hr * hd);
+  }
+  cpu::rmsnorm(q, q_norm, T * s.heads, hd, s.eps, q);
+  cpu::rmsnorm(k, k_norm, T * s.kv_heads, hd, s.eps, k);
+  partial_rope(q, T, s.heads, hd, s.rotary_dim, cos, sin);
+  partial_rope(k, T, s.kv_heads, hd, s.rotary_dim, cos, sin);
+}
+
+void apply_output_gate(const float* gate, size_t n, float* attn) {
+  for (size_t i = 0; i < n; ++i) attn[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
+}
+
 void gated_attention_forward(const GatedAttentionWeights& w, const GatedAttentionShape& s, const float* x,
                              const AttentionRows& rows, KvPool& pool, int kv_layer, float* out) {
   const int T = int(rows.positions.size()), hd = s.head_dim, Q = s.heads * hd, KV = s.kv_heads * hd;
@@ -67,18 +85,11 @@ void gated_attention_forward(const GatedAttentionWeights& w, const GatedAttentio
   cpu::matmul(x, T, w.q, nullptr, qg.data());
   cpu::matmul(x, T, w.k, nullptr, k.data());
   cpu::matmul(x, T, w.v, nullptr, v.data());
-  // q_proj lays out [query | gate] per head.
-  for (size_t hr = 0; hr < size_t(T) * s.heads; ++hr) {
-    std::copy_n(qg.data() + hr * 2 * hd, hd, q.data() + hr * hd);
-    std::copy_n(qg.data() + hr * 2 * hd + hd, hd, gate.data() + hr * hd);
-  }
-  cpu::rmsnorm(q.data(), w.q_norm.data(), T * s.heads, hd, s.eps, q.data());
-  cpu::rmsnorm(k.data(), w.k_norm.data(), T * s.kv_heads, hd, s.eps, k.data());
-  partial_rope(q.data(), T, s.heads, hd, s.rotary_dim, rows.cos, rows.sin);
-  partial_rope(k.data(), T, s.kv_heads, hd, s.rotary_dim, rows.cos, rows.sin);
+  gated_attention_qk(s, w.q_norm.data(), w.k_norm.data(), rows.cos, rows.sin, T, qg.data(), q.data(), gate.data(),
+                     k.data());
   store_paged_kv(rows, kv_layer, k.data(), v.data(), pool);
   paged_attention(rows, {s.heads, s.kv_heads, hd}, pool, kv_layer, q.data(), attn.data());
-  for (size_t i = 0; i < attn.size(); ++i) attn[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
+  apply_output_gate(gate.data(), attn.size(), attn.data());
   cpu::matmul(attn.data(), T, w.o, nullptr, out);
 }
 

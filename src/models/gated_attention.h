@@ -32,6 +32,15 @@ GatedAttentionWeights load_gated_attention(const Checkpoint& ck, const std::stri
 void interleaved_mrope_angles(const std::vector<float>& inv_freq, const std::vector<int>& sections,
                               const int* positions3, int n, float* cos, float* sin);
 
+// The query side and keys of T rows: qg [T, heads × 2 × head_dim] (query | gate per head) → q and gate [T, heads ×
+// head_dim]; q (from qg) and k [T, kv_heads × head_dim] (in place) get the per-head RMSNorm (weights already 1 + w)
+// and rotary on their leading rotary_dim dims, cos/sin [T, rotary_dim / 2]. The CPU reference of the CUDA kernel.
+void gated_attention_qk(const GatedAttentionShape& shape, const float* q_norm, const float* k_norm, const float* cos,
+                        const float* sin, int T, const float* qg, float* q, float* gate, float* k);
+
+// attn[i] *= sigmoid(gate[i]) for i < n.
+void apply_output_gate(const float* gate, size_t n, float* attn);
+
 // x [T, hidden] (already normed) → out [T, hidden]; the rows' K/V go into pool layer `kv_layer` first.
 void gated_attention_forward(const GatedAttentionWeights& w, const GatedAttentionShape& shape, const float* x,
                              const AttentionRows& rows, KvPool& pool, int kv_layer, float* out);

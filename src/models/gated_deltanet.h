@@ -7,23 +7,11 @@
 #include <vector>
 
 #include "backends/cpu/weight.h"
+#include "models/deltanet_shape.h"
 
 namespace fs {
 
 class Checkpoint;
-
-struct DeltaNetShape {
-  int key_heads = 0, value_heads = 0, key_dim = 0, value_dim = 0, conv_kernel = 0;
-  float eps = 1e-6f;  // of the gated output norm
-
-  int key_channels() const { return key_heads * key_dim; }
-  int value_channels() const { return value_heads * value_dim; }
-  int conv_channels() const { return 2 * key_channels() + value_channels(); }
-  // State per sequence: the last conv_kernel − 1 conv inputs, then a key_dim × value_dim matrix per value head.
-  size_t conv_state_floats() const { return size_t(conv_kernel - 1) * size_t(conv_channels()); }
-  size_t delta_state_floats() const { return size_t(value_heads) * size_t(key_dim) * size_t(value_dim); }
-  size_t state_floats() const { return conv_state_floats() + delta_state_floats(); }
-};
 
 struct DeltaNetWeights {
   WeightMatrix in_qkv, in_z, in_a, in_b, out;
@@ -52,7 +40,26 @@ struct DeltaNetSequence {
 };
 
 // x [T, hidden] (already normed) → out [T, hidden]; each sequence's rows run in order through its own state.
+// It runs the three steps below, which are also the CPU references of the CUDA kernels.
 void deltanet_forward(const DeltaNetWeights& w, const DeltaNetShape& shape, const float* x, int T,
                       std::span<const DeltaNetSequence> sequences, float* out);
+
+// Causal depthwise conv (weight [conv_channels, conv_kernel]) + SiLU of one sequence's q|k|v rows in [rows,
+// conv_channels] → out, continuing from and updating its conv tail [conv_kernel − 1, conv_channels]; each tap gets
+// the tail as it stands after its rows, at the start of tap.state.
+void deltanet_conv(const DeltaNetShape& shape, const float* weight, const float* in, int rows, float* tail,
+                   std::span<const DeltaNetTap> taps, float* out);
+
+// The gated delta rule of one sequence's value head `head`, token by token: conv [rows, conv_channels] (after the
+// conv), a and b [rows, value_heads] → that head's columns of core [rows, value_channels]. `state` is the layer
+// state (the head's key_dim × value_dim matrix after the conv tail); each tap gets the head's matrix after its rows.
+void deltanet_recurrence(const DeltaNetShape& shape, float a_log, float dt_bias, const float* conv, const float* a,
+                         const float* b, int rows, int head, float* state, std::span<const DeltaNetTap> taps,
+                         float* core);
+
+// Per row and value head: RMSNorm of core over value_dim (plain weight `norm`) × SiLU(z), z [rows, value_channels];
+// out may be core.
+void deltanet_gated_norm(const DeltaNetShape& shape, const float* norm, const float* core, const float* z, int rows,
+                         float* out);
 
 }  // namespace fs
