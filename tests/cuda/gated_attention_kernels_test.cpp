@@ -163,11 +163,10 @@ TEST(CudaGatedAttention, OutputGateMatchesCpuAndRowsAreIndependent) {
     for (size_t i = 0; i < n; ++i)  // expf and std::exp may differ in the last bit: allow one bf16 step
       ASSERT_LE(std::fabs(got_f[i] - want_bf16[i]), std::fabs(want_bf16[i]) / 128 + 1e-30f) << "at " << i;
     const int first = rows / 2;
-    uint16_t* part = gpu.upload(std::vector<uint16_t>(out.begin() + long(size_t(first) * width), out.begin() +
-                                                                                                   long(size_t(first + 1) * width)));
-    k::output_gate(part, gpu.upload(std::vector<float>(gate.begin() + long(size_t(first) * width),
-                                                       gate.begin() + long(size_t(first + 1) * width))),
-                   1, width, gpu.stream());
+    const auto at = [&](int r) { return long(size_t(r) * width); };
+    uint16_t* part = gpu.upload(std::vector<uint16_t>(out.begin() + at(first), out.begin() + at(first + 1)));
+    k::output_gate(part, gpu.upload(std::vector<float>(gate.begin() + at(first), gate.begin() + at(first + 1))), 1,
+                   width, gpu.stream());
     const auto row = gpu.download(part, size_t(width));
     EXPECT_EQ(0, std::memcmp(row.data(), got.data() + size_t(first) * width, size_t(width) * sizeof(uint16_t)));
   }

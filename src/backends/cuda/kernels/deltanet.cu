@@ -27,6 +27,15 @@ struct Dims {
   float q_scale = 0, eps = 0;
 };
 
+constexpr int kMaxGridRows = 65535;  // grid y and z limit: rows of the conv, sequences of a call
+
+void check_batch(int T, const DeltaNetBatch& batch) {
+  if (T > kMaxGridRows || batch.count > kMaxGridRows)
+    throw Error("the CUDA DeltaNet kernels take up to " + std::to_string(kMaxGridRows) +
+                " rows and sequences a call (got " + std::to_string(T) + " rows, " + std::to_string(batch.count) +
+                " sequences)");
+}
+
 Dims dims_of(const DeltaNetShape& s) {
   if (s.key_heads <= 0 || s.value_heads % s.key_heads != 0 || s.key_dim <= 0 || s.key_dim > kMaxKeyDim ||
       s.value_dim <= 0 || s.conv_kernel < 1 || s.conv_kernel > kMaxConvKernel)
@@ -218,6 +227,7 @@ __global__ void gated_norm_kernel(const float* core, const float* z, int z_strid
 void deltanet_conv(const float* in, int in_stride, int T, const float* weight, const DeltaNetShape& shape,
                    const DeltaNetBatch& batch, float* out, void* stream) {
   const Dims d = dims_of(shape);
+  check_batch(T, batch);
   if (T == 0 || batch.count == 0) return;
   const unsigned blocks = unsigned((d.C + kConvThreads - 1) / kConvThreads);
   launch_kernel("deltanet_conv", conv_kernel, dim3(blocks, T), dim3(kConvThreads), 0, stream, in, in_stride, weight,
@@ -230,6 +240,7 @@ void deltanet_recurrence(const float* conv, int T, const float* b, const float* 
                          const float* dt_bias, const DeltaNetShape& shape, const DeltaNetBatch& batch, float* out,
                          void* stream) {
   const Dims d = dims_of(shape);
+  check_batch(T, batch);
   if (T == 0 || batch.count == 0) return;
   const dim3 grid(unsigned((d.dv + kColumnsPerBlock - 1) / kColumnsPerBlock), unsigned(d.nv), unsigned(batch.count));
   const dim3 block(kRecurrenceThreads);
