@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -86,17 +87,19 @@ void gemm_rates(const std::vector<int>& rows, double bw) {
   for (const auto& c : w) weights.push_back(c.ptr);
   std::printf("%8s %6s %10s %10s %10s %7s %9s  %s\n", "gemm", "m", "us", "GB/s", "TFLOP/s", "floor", "cuBLASLt",
               "variant");
-  auto print = [&](const Shape& s, int m, double sec, double peer_sec, const std::string& name) {
+  auto print = [&](const Shape& s, int m, double sec, std::optional<double> peer_sec, const std::string& name) {
     const double bytes = 2.0 * s.n * s.k + 2.0 * m * s.k + 4.0 * m * s.n;
-    std::printf("%8s %6d %10.1f %10.0f %10.1f %7.2f %9.2f  %s\n", s.name, m, sec * 1e6, bytes / sec / 1e9,
-                2.0 * m * s.n * s.k / sec / 1e12, bytes / sec / bw, peer_sec / sec, name.c_str());
+    char of_peer[16] = "n/a";
+    if (peer_sec) std::snprintf(of_peer, sizeof of_peer, "%.2f", *peer_sec / sec);
+    std::printf("%8s %6d %10.1f %10.0f %10.1f %7.2f %9s  %s\n", s.name, m, sec * 1e6, bytes / sec / 1e9,
+                2.0 * m * s.n * s.k / sec / 1e12, bytes / sec / bw, of_peer, name.c_str());
     std::fflush(stdout);
   };
   for (int m : rows)
     for (const Shape& s : shapes) {
       if (m > 64 && std::strcmp(s.name, "lm_head") == 0) continue;  // the lm head matters for decode rows only
-      const double peer_sec = peer.seconds(x.ptr, weights, y.ptr, m, s.n, s.k, m >= 2048 ? 8 : 40, stream.handle());
-      print(s, m, peer_sec, peer_sec, "cuBLASLt (bf16 in, f32 out, no split-K)");
+      const auto peer_sec = peer.seconds(x.ptr, weights, y.ptr, m, s.n, s.k, m >= 2048 ? 8 : 40, stream.handle());
+      if (peer_sec) print(s, m, *peer_sec, peer_sec, "cuBLASLt (bf16 in, f32 out, no split-K)");
       for (int v = -1; v < cuda::kernels::gemm_variants(); ++v) {
         // Register streaming is for few rows.
         const bool streams = v >= 0 && std::strncmp(cuda::kernels::gemm_variant_name(v), "stream", 6) == 0;

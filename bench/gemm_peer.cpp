@@ -4,17 +4,23 @@
 #include <chrono>
 
 #include "backends/cuda/host/check.h"
+#include "core/error.h"
 
 namespace fs {
 
 GemmPeer::GemmPeer()
     : arena_(kWorkspaceBytes + 4096, "cuBLASLt workspace"), workspace_(arena_.allocate(kWorkspaceBytes, "workspace")) {}
 
-double GemmPeer::seconds(cuda::CUdeviceptr x, const std::vector<cuda::CUdeviceptr>& weights, cuda::CUdeviceptr y,
-                         int m, int n, int k, int reps, cuda::CUstream stream) {
-  const cuda::Bf16GemmPlan plan(handle_, std::uint64_t(m), std::uint64_t(n), std::uint64_t(k), kWorkspaceBytes,
-                                cuda::Bf16GemmOptions{.f32_output = true, .allow_split_k = false});
-  auto call = [&](int i) { plan.run(x, weights[size_t(i) % weights.size()], y, workspace_.ptr, stream); };
+std::optional<double> GemmPeer::seconds(cuda::CUdeviceptr x, const std::vector<cuda::CUdeviceptr>& weights, cuda::CUdeviceptr y,
+                                              int m, int n, int k, int reps, cuda::CUstream stream) {
+  std::optional<cuda::Bf16GemmPlan> plan;
+  try {
+    plan.emplace(handle_, std::uint64_t(m), std::uint64_t(n), std::uint64_t(k), kWorkspaceBytes,
+                 cuda::Bf16GemmOptions{.f32_output = true, .allow_split_k = false});
+  } catch (const Error&) {
+    return std::nullopt;  // every algorithm the heuristic offers splits k
+  }
+  auto call = [&](int i) { plan->run(x, weights[size_t(i) % weights.size()], y, workspace_.ptr, stream); };
   for (size_t i = 0; i < weights.size(); ++i) call(int(i));
   FS_CU(stream_synchronize, stream);
   const auto t = std::chrono::steady_clock::now();

@@ -1,8 +1,11 @@
 // Each CUDA kernel against a plain CPU loop on random inputs of several shapes, and the GEMM's batch invariance.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "backends/cpu/ops.h"
 #include "backends/cuda/kernels/ops.h"
@@ -32,6 +35,22 @@ struct GemmShape {
   int m, n, k;
 };
 
+// Empty when a and b hold the same bits, else how many of the n elements differ and by how much at most.
+std::string bit_difference(const float* a, const float* b, size_t n) {
+  size_t differ = 0;
+  double largest = 0, relative = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) == 0) continue;
+    ++differ;
+    const double d = std::fabs(double(a[i]) - double(b[i]));
+    largest = std::max(largest, d);
+    relative = std::max(relative, d / std::max(std::fabs(double(b[i])), 1e-30));
+  }
+  if (differ == 0) return {};
+  return std::to_string(differ) + " of " + std::to_string(n) + " elements differ, by at most " +
+         std::to_string(largest) + " (relative " + std::to_string(relative) + ")";
+}
+
 TEST(CudaKernels, GemmMatchesDoubleReference) {
   FS_REQUIRE_GPU();
   Gpu gpu;
@@ -45,17 +64,24 @@ TEST(CudaKernels, GemmMatchesDoubleReference) {
     auto w = from_bf16(to_bf16(random_floats(rng, size_t(s.n) * s.k, 0.05f)));
     auto bias = random_floats(rng, size_t(s.n));
     auto base = random_floats(rng, size_t(s.m) * s.n);
-    float* y = gpu.upload(base);
-    k::gemm(gpu.upload(to_bf16(x)), gpu.upload(to_bf16(w)), gpu.upload(bias), y, s.m, s.n, s.k, true, gpu.stream());
-    auto got = gpu.download(y, size_t(s.m) * s.n);
-    std::vector<float> want(got.size());
+    std::vector<float> want(base.size());
     for (int i = 0; i < s.m; ++i)
       for (int j = 0; j < s.n; ++j) {
         double acc = 0;
         for (int t = 0; t < s.k; ++t) acc += double(x[size_t(i) * s.k + t]) * w[size_t(j) * s.k + t];
         want[size_t(i) * s.n + j] = float(base[size_t(i) * s.n + j] + (acc + bias[size_t(j)]));
       }
-    EXPECT_LE(rel_l2(got, want), 1e-5);
+    uint16_t* xd = gpu.upload(to_bf16(x));
+    uint16_t* wd = gpu.upload(to_bf16(w));
+    float* bd = gpu.upload(bias);
+    // `gemm` (-1), then every variant.
+    for (int v = -1; v < k::gemm_variants(); ++v) {
+      SCOPED_TRACE("variant " + std::to_string(v));
+      float* y = gpu.upload(base);
+      if (v < 0) k::gemm(xd, wd, bd, y, s.m, s.n, s.k, true, gpu.stream());
+      else k::gemm_variant(v, xd, wd, bd, y, s.m, s.n, s.k, true, gpu.stream());
+      EXPECT_LE(rel_l2(gpu.download(y, size_t(s.m) * s.n), want), 1e-5);
+    }
   }
 }
 
@@ -63,26 +89,34 @@ TEST(CudaKernels, GemmRowBitsDoNotDependOnRowCount) {
   FS_REQUIRE_GPU();
   Gpu gpu;
   std::mt19937 rng(2);
-  const int M = 200, N = 777;
-  for (int K : {520, 3080}) {
-    SCOPED_TRACE("k " + std::to_string(K));
+  // (M, N, K): a few row tiles of every kernel, then prefill-sized row counts.
+  for (auto [M, N, K] : {std::array{200, 777, 520}, {200, 777, 3080}, {4096, 200, 3080}}) {
+    SCOPED_TRACE("M " + std::to_string(M) + " k " + std::to_string(K));
     auto x = to_bf16(random_floats(rng, size_t(M) * K));
     auto w = to_bf16(random_floats(rng, size_t(N) * K, 0.05f));
     uint16_t* xd = gpu.upload(x);
     uint16_t* wd = gpu.upload(w);
-    float* full = gpu.poisoned<float>(size_t(M) * N);
-    k::gemm(xd, wd, nullptr, full, M, N, K, false, gpu.stream());
-    auto want = gpu.download(full, size_t(M) * N);
-    for (float v : want) ASSERT_FALSE(std::isnan(v));
-    for (int first : {0, 3, 150, 199})
-      for (int m : {1, 2, 8, 9, 15, 16, 17, 32, 33, 40, 64, 65, 130}) {
-        if (first + m > M) continue;
-        SCOPED_TRACE("rows " + std::to_string(first) + ".." + std::to_string(first + m));
-        float* part = gpu.poisoned<float>(size_t(m) * N);
-        k::gemm(xd + size_t(first) * K, wd, nullptr, part, m, N, K, false, gpu.stream());
-        auto got = gpu.download(part, size_t(m) * N);
-        EXPECT_EQ(0, std::memcmp(got.data(), want.data() + size_t(first) * N, got.size() * sizeof(float)));
-      }
+    // `gemm` (-1), then every variant: each row's bits are the same alone as among all M rows.
+    for (int v = -1; v < k::gemm_variants(); ++v) {
+      SCOPED_TRACE("variant " + std::to_string(v));
+      auto run = [&](int first, int m, float* out) {
+        if (v < 0) k::gemm(xd + size_t(first) * K, wd, nullptr, out, m, N, K, false, gpu.stream());
+        else k::gemm_variant(v, xd + size_t(first) * K, wd, nullptr, out, m, N, K, false, gpu.stream());
+      };
+      float* full = gpu.poisoned<float>(size_t(M) * N);
+      run(0, M, full);
+      auto want = gpu.download(full, size_t(M) * N);
+      for (float value : want) ASSERT_FALSE(std::isnan(value));
+      for (int first : {0, 3, 150, 199, 2047})
+        for (int m : {1, 2, 8, 9, 15, 16, 17, 32, 33, 40, 64, 65, 130, 2049}) {
+          if (first + m > M) continue;
+          SCOPED_TRACE("rows " + std::to_string(first) + ".." + std::to_string(first + m));
+          float* part = gpu.poisoned<float>(size_t(m) * N);
+          run(first, m, part);
+          auto got = gpu.download(part, size_t(m) * N);
+          EXPECT_EQ("", bit_difference(got.data(), want.data() + size_t(first) * N, got.size()));
+        }
+    }
   }
 }
 
@@ -104,12 +138,15 @@ TEST(CudaKernels, GemmTileVariantsGiveTheSameBits) {
     k::gemm(xd, wd, bd, ref, s.m, s.n, s.k, false, gpu.stream());
     auto want = gpu.download(ref, size_t(s.m) * s.n);
     for (float v : want) ASSERT_FALSE(std::isnan(v));
+    std::vector<float> wgmma_bits;  // the first variant without gemm's bits; the others of its kind give these
     for (int v = 0; v < k::gemm_variants(); ++v) {
       SCOPED_TRACE("variant " + std::to_string(v) + " (" + k::gemm_variant_name(v) + ")");
       float* out = gpu.poisoned<float>(size_t(s.m) * s.n);
       k::gemm_variant(v, xd, wd, bd, out, s.m, s.n, s.k, false, gpu.stream());
       auto got = gpu.download(out, size_t(s.m) * s.n);
-      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+      if (k::gemm_variant_has_gemm_bits(v)) EXPECT_EQ("", bit_difference(got.data(), want.data(), got.size()));
+      else if (wgmma_bits.empty()) wgmma_bits = got;
+      else EXPECT_EQ("", bit_difference(got.data(), wgmma_bits.data(), got.size()));
     }
   }
 }

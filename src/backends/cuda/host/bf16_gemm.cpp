@@ -34,7 +34,7 @@ Bf16GemmPlan::Bf16GemmPlan(const BlasLtHandle& handle, std::uint64_t m, std::uin
     const std::uint64_t workspace_limit = max_workspace_bytes;
     FS_BLAS(matmul_preference_set_attribute, preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_limit,
             sizeof(workspace_limit));
-    constexpr int kCandidates = 16;
+    constexpr int kCandidates = 32;
     cublasLtMatmulHeuristicResult_t results[kCandidates]{};
     int found = 0;
     check_blas(blaslt().matmul_algo_get_heuristic(handle_, desc_, w_layout_, x_layout_, y_layout_, y_layout_,

@@ -56,7 +56,12 @@ namespace fs::cuda {
     (CUgraphExec * exec, CUgraph graph, unsigned long long flags))                                                 \
   X(graph_launch, "cuGraphLaunch", CUresult, (CUgraphExec exec, CUstream stream))                                  \
   X(graph_exec_destroy, "cuGraphExecDestroy", CUresult, (CUgraphExec exec))                                        \
-  X(graph_destroy, "cuGraphDestroy", CUresult, (CUgraph graph))
+  X(graph_destroy, "cuGraphDestroy", CUresult, (CUgraph graph))                                                   \
+  X(tensor_map_encode_tiled, "cuTensorMapEncodeTiled", CUresult,                                                   \
+    (CUtensorMap * map, CUtensorMapDataType type, unsigned rank, void* address, const unsigned long long* dims,     \
+     const unsigned long long* strides, const unsigned* box, const unsigned* element_strides,                      \
+     CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion promotion,             \
+     CUtensorMapFloatOOBfill fill))
 
 // One function pointer per driver call; a default-constructed table has every pointer null.
 struct DriverTable {

@@ -4,9 +4,11 @@
 // of k alone); every output element is ((p0 + p1) + p2) + … where p_s accumulates slice s's k blocks in increasing
 // order from 0, two mma per block, in every configuration: the configuration (picked from the shape for speed)
 // changes which elements share a warp, which warp sums which slice and how operands reach the registers, never the
-// arithmetic of one element. No atomics, no workspace.
+// arithmetic of one element. No atomics, no workspace. The Hopper wgmma variants (gemm_wgmma.cuh) keep the slices
+// and their order but take 16 consecutive k per tensor-core step, so they round differently: `gemm` never picks them.
 #include "backends/cuda/kernels/gemm_stream.cuh"
 #include "backends/cuda/kernels/gemm_tiled.cuh"
+#include "backends/cuda/kernels/gemm_wgmma.cuh"
 #include "backends/cuda/kernels/ops.h"
 
 #include <iterator>
@@ -23,6 +25,7 @@ using Launcher = void (*)(const uint16_t*, const uint16_t*, const float*, float*
 struct Variant {
   Launcher launch;
   const char* name;
+  bool gemm_bits = true;  // the arithmetic of `gemm` (mma.sync k blocks), bit for bit
 };
 constexpr Variant kVariants[] = {
     {launch_stream<1, 1, 4, 16, true, false>, "stream 8x8 u4 w16"},       // 0: up to 8 rows
@@ -30,6 +33,8 @@ constexpr Variant kVariants[] = {
     {launch_stream<2, 2, 2, 8, false, true>, "stream 32x16 u2 w8 pipe"},  // 2: 17…32 rows
     {launch_stream<4, 2, 2, 8, false, false>, "stream 64x16 u2 w8"},      // 3: 33…64 rows
     {launch_tiled<4, 4, 2, 4, 2, 3>, "tile 128x128 s3"},                  // 4: more rows (16 warps, 3 stages)
+    {launch_wgmma<128, 6>, "wgmma 128x128 s6", false},                    // 5: Hopper TMA + wgmma, persistent
+    {launch_wgmma<192, 5>, "wgmma 128x192 s5", false},                    // 6: the same, wider tiles
 };
 
 // The variant `gemm` runs for a shape: a pure function of (m, n, k). Weights dominate the traffic up to 64 rows; a
@@ -56,6 +61,11 @@ int gemm_variants() { return int(std::size(kVariants)); }
 const char* gemm_variant_name(int variant) {
   if (variant < 0 || variant >= gemm_variants()) throw Error("no GEMM variant " + std::to_string(variant));
   return kVariants[variant].name;
+}
+
+bool gemm_variant_has_gemm_bits(int variant) {
+  gemm_variant_name(variant);  // throws for a variant that does not exist
+  return kVariants[variant].gemm_bits;
 }
 
 void gemm_variant(int variant, const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k,

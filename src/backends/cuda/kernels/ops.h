@@ -60,10 +60,13 @@ void swiglu(const float* gu, int rows, int ffn, uint16_t* out, void* stream);
 void gemm(const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k, bool accumulate,
           void* stream);
 
-// The same GEMM with its tile configuration forced (0 ≤ variant < gemm_variants()), for tests and benchmarks:
-// every variant gives the same bits as `gemm`; they differ only in speed.
+// The same GEMM with its configuration forced (0 ≤ variant < gemm_variants()), for tests and benchmarks. A variant
+// with gemm_variant_has_gemm_bits gives the same bits as `gemm` and differs only in speed; the others (the Hopper
+// wgmma kernels, whose tensor-core steps take 16 consecutive k where mma.sync's take interleaved k) sum the same k
+// slices in the same order, so a row's bits still never depend on the other rows, but they round differently.
 int gemm_variants();
 const char* gemm_variant_name(int variant);
+bool gemm_variant_has_gemm_bits(int variant);
 void gemm_variant(int variant, const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k,
                   bool accumulate, void* stream);
 

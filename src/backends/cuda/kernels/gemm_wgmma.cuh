@@ -1,0 +1,167 @@
+#pragma once
+// Hopper GEMM for many rows: persistent and warp-specialized. Each CTA walks output tiles of 128 rows × COLS columns;
+// one producer thread streams the tiles' 64-wide k steps of x and w into a ring of shared-memory stages with the
+// bulk tensor copy engine (128-byte swizzle; rows and k past the end zero-filled), each stage completed by an
+// mbarrier, and two consumer warpgroups multiply 64 rows each on wgmma (bf16 in, f32 accumulate) and free the
+// stage. Each k slice of 1024 is summed from zero in `acc` and added onto `total` at the slice's end, in slice order.
+#include "backends/cuda/host/check.h"
+#include "backends/cuda/host/driver_table.h"
+#include "backends/cuda/kernels/gemm_common.cuh"
+#include "backends/cuda/kernels/gemm_tiled.cuh"
+#include "backends/cuda/kernels/hopper_ptx.cuh"
+
+namespace fs::cuda::kernels::gemm_detail {
+
+template <int COLS, int STAGES>
+struct Wgmma {
+  static constexpr int kRows = 128, kCols = COLS, kStepK = 64, kStages = STAGES;
+  static constexpr int kThreads = 384;  // warpgroup 0 produces, warpgroups 1 and 2 consume
+  static constexpr int kStepsPerSlice = kSliceBlocks * 32 / kStepK;
+  static constexpr uint32_t kOperandBytes = kRows * kStepK * 2;
+  static constexpr uint32_t kStageBytes = kOperandBytes + kCols * kStepK * 2;
+  static constexpr int kFrag = COLS / 2;  // accumulator floats per consumer thread
+  static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 2 * kStages * sizeof(uint64_t) + 1024;
+  static_assert(COLS == 128 || COLS == 192, "wgmma_m64k16 exists for n = 128 and 192");
+};
+
+template <int COLS, int STAGES>
+__global__ void __launch_bounds__(384, 1)
+    wgmma_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w,
+                 const float* bias, float* y, int M, int N, int K, bool accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using W = Wgmma<COLS, STAGES>;
+  extern __shared__ uint8_t smem_raw[];
+  // Swizzled tiles need 1024-byte alignment.
+  uint8_t* smem = smem_raw + ((1024 - ptx::smem_addr(smem_raw) % 1024) % 1024);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + W::kStages * W::kStageBytes);
+  uint64_t* empty = full + W::kStages;
+  const int warpgroup = threadIdx.x / 128;
+  const int m_tiles = (M + W::kRows - 1) / W::kRows, tiles = m_tiles * ((N + W::kCols - 1) / W::kCols);
+  const int steps = (K + W::kStepK - 1) / W::kStepK;
+
+  if (threadIdx.x == 0) {
+    hopper::prefetch_tensor_map(&map_x);
+    hopper::prefetch_tensor_map(&map_w);
+    for (int s = 0; s < W::kStages; ++s) {
+      hopper::mbar_init(&full[s], 1);
+      hopper::mbar_init(&empty[s], 8);  // lane 0 of each consumer warp
+    }
+    hopper::mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    hopper::set_max_registers_dec<40>();
+    if (threadIdx.x != 0) return;
+    int stage = 0;
+    uint32_t phase = 0;
+    // Tiles in column-major order: consecutive CTAs share a weight tile.
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      const int m0 = (tile % m_tiles) * W::kRows, n0 = (tile / m_tiles) * W::kCols;
+      for (int step = 0; step < steps; ++step) {
+        hopper::mbar_wait(&empty[stage], phase ^ 1);
+        uint8_t* st = smem + stage * W::kStageBytes;
+        hopper::mbar_arrive_expect_tx(&full[stage], W::kStageBytes);
+        hopper::tma_load_2d(st, &map_x, &full[stage], step * W::kStepK, m0);
+        hopper::tma_load_2d(st + W::kOperandBytes, &map_w, &full[stage], step * W::kStepK, n0);
+        if (++stage == W::kStages) stage = 0, phase ^= 1;
+      }
+    }
+    return;
+  }
+
+  hopper::set_max_registers_inc<232>();
+  const int consumer = warpgroup - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  int stage = 0;
+  uint32_t phase = 0;
+  float acc[W::kFrag], total[W::kFrag];
+  auto release = [&](int s) {
+    if (s >= 0 && lane == 0) hopper::mbar_arrive(&empty[s]);
+  };
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int m0 = (tile % m_tiles) * W::kRows, n0 = (tile / m_tiles) * W::kCols;
+#pragma unroll
+    for (int i = 0; i < W::kFrag; ++i) acc[i] = total[i] = 0.0f;
+    int pending = -1;  // the stage whose wgmma may still be reading it
+    for (int step = 0; step < steps; ++step) {
+      hopper::mbar_wait(&full[stage], phase);
+      const uint8_t* st = smem + stage * W::kStageBytes;
+      const uint64_t a = hopper::smem_desc_sw128(st + consumer * (W::kOperandBytes / 2));
+      const uint64_t b = hopper::smem_desc_sw128(st + W::kOperandBytes);
+      const bool slice_start = step % W::kStepsPerSlice == 0;
+      hopper::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < W::kStepK / 16; ++kk)
+        hopper::wgmma_m64k16(acc, a + 2 * kk, b + 2 * kk, !(slice_start && kk == 0));
+      hopper::wgmma_commit();
+      // The end of a k slice (or of k): the slice's sum joins the total.
+      if ((step + 1) % W::kStepsPerSlice == 0 || step == steps - 1) {
+        hopper::wgmma_wait<0>();
+        release(pending);
+        release(stage);
+        pending = -1;
+#pragma unroll
+        for (int i = 0; i < W::kFrag; ++i) total[i] += acc[i];
+      } else {
+        hopper::wgmma_wait<1>();
+        release(pending);
+        pending = stage;
+      }
+      if (++stage == W::kStages) stage = 0, phase ^= 1;
+    }
+    hopper::wgmma_wait<0>();  // already true after the last slice; tells the compiler that `total` is settled
+    const int row0 = m0 + consumer * 64 + warp * 16 + g;
+#pragma unroll
+    for (int j = 0; j < COLS / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = row0 + (e / 2) * 8, col = n0 + j * 8 + 2 * t + e % 2;
+        if (row < M && col < N) store_out(y, bias, N, row, col, total[j * 4 + e], accumulate);
+      }
+  }
+#else
+  __trap();  // built without sm_90a
+#endif
+}
+
+// A 2-d tensor map over `rows` rows of k bf16, read in boxes of 64 k × `box_rows` rows with the 128-byte swizzle.
+inline CUtensorMap wgmma_tensor_map(const uint16_t* p, int rows, int k, unsigned box_rows) {
+  CUtensorMap map{};
+  const unsigned long long dims[2] = {static_cast<unsigned long long>(k), static_cast<unsigned long long>(rows)};
+  const unsigned long long strides[1] = {static_cast<unsigned long long>(k) * 2};
+  const unsigned box[2] = {64, box_rows}, element_strides[2] = {1, 1};
+  FS_CU(tensor_map_encode_tiled, &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+        const_cast<void*>(static_cast<const void*>(p)), dims, strides, box, element_strides,
+        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return map;
+}
+
+inline int multiprocessors() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    throw Error("the wgmma GEMM could not read the device's multiprocessor count");
+  }
+  return count;
+}
+
+template <int COLS, int STAGES>
+void launch_wgmma(const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k,
+                  bool accumulate, void* stream) {
+  // With k = 0 there is no tensor to map and no term to sum: the tiled kernel writes the same bias alone.
+  if (k == 0) return launch_tiled<4, 4, 2, 4, 2, 3>(x, w, bias, y, m, n, k, accumulate, stream);
+  using W = Wgmma<COLS, STAGES>;
+  auto kernel = wgmma_kernel<COLS, STAGES>;
+  static const bool ready = (allow_shared_memory(kernel, unsigned(W::kSmemBytes), "gemm wgmma", true), true);
+  (void)ready;
+  const int tiles = ((m + W::kRows - 1) / W::kRows) * ((n + W::kCols - 1) / W::kCols);
+  const int sms = multiprocessors(), ctas = tiles < sms ? tiles : sms;
+  launch_kernel("gemm wgmma", kernel, dim3(ctas), dim3(W::kThreads), unsigned(W::kSmemBytes), stream,
+                wgmma_tensor_map(x, m, k, W::kRows), wgmma_tensor_map(w, n, k, W::kCols), bias, y, m, n, k,
+                accumulate);
+}
+
+}  // namespace fs::cuda::kernels::gemm_detail
