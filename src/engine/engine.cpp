@@ -54,6 +54,12 @@ Engine::Engine(Model& model, EngineOptions options) : model_(model), options_(op
                  "back to the last kept row\n", model_.config().architecture.c_str());
     options_.drafter.reset();
   }
+  if (options_.draft_tree < 1) throw Error("--draft-tree must be ≥ 1");
+  if (options_.draft_tree > 1 && options_.drafter && (!model_.supports_row_parents() || !model_.kv_on_host())) {
+    std::fprintf(stderr, "foldserve: draft trees are off for %s on the %s: its forward has no row parents; drafting "
+                 "chains\n", model_.config().architecture.c_str(), model_.device_name());
+    options_.draft_tree = 1;
+  }
   state_stride_ = state_snapshot_stride(options_, spec);
   const bool cache_asked = options_.prompt_cache_pages > 0 || options_.prompt_cache_host_pages > 0;
   if (state_slots_ && state_stride_ == 0 && cache_asked) {

@@ -21,6 +21,7 @@ namespace fs {
 class Model;
 class KvPool;
 class Drafter;
+struct DraftTree;
 struct Stream;
 struct SequenceChunk;
 struct SampledForward;
@@ -84,6 +85,9 @@ struct EngineOptions {
   // target verifies them in one window of rows; null → none. Replies are the same bits either way.
   std::shared_ptr<Drafter> drafter;
   int draft_tokens = 3;
+  // Tree verification: the drafter's W choices per depth (Drafter::propose_trees), verified as one tree of rows
+  // whose longest accepted path is kept; 1 → chains. Models without row parents draft chains.
+  int draft_tree = 1;
 };
 
 // Pages of the KV pool `options` asks for.
@@ -160,6 +164,10 @@ class Engine {
   // Draft tokens the stream may verify this round: none when it may not draft, else at most what its max_tokens and
   // positions leave after the pending row.
   int draft_allowance(const Stream& s) const;
+  // Cuts a proposed tree to a valid one of at most `depth` levels and `nodes` nodes (a prefix of its node order).
+  static void fit_tree(DraftTree& tree, int32_t vocab, int depth, int nodes);
+  // Moves a kept tree row's K/V from its slot to its chain position.
+  void move_tree_row(Stream& s, int from, int to);
   // Accepts a verify window's tokens one by one from `row` on (ids) and `logit_row` on (host logits), stopping at the
   // first mismatch with the draft or the stream's end; advances both past the window's rows.
   void accept_window(Stream& s, const RoundItem& it, SampledForward& out, size_t& row, size_t& logit_row);

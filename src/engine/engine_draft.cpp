@@ -1,5 +1,5 @@
-// Speculative decoding in the engine: drafts asked for per round, verify windows accepted token by token through
-// the same accept_token as undrafted rows, so a reply is the same bits with or without a drafter.
+// Speculative decoding in the engine: drafts (chains or trees) asked for per round, verify windows accepted token by
+// token through the same accept_token as undrafted rows, so a reply is the same bits with or without a drafter.
 #include <algorithm>
 #include <cstdio>
 
@@ -9,73 +9,106 @@
 #include "engine/stream.h"
 #include "models/kv_pool.h"
 #include "models/model.h"
+#include "models/paged_attention.h"
 
 namespace fs {
 
 int Engine::draft_allowance(const Stream& s) const {
   if (!options_.drafter || options_.draft_tokens <= 0 || state_slots_) return 0;
   if (!decoding(s) || !s.request.allow_draft || s.request.constraint) return 0;
-  // The window yields at most 1 + drafted tokens, and its last row sits at position tokens.size() - 1 + drafted.
+  // The window yields at most 1 + its depth tokens, and its last row sits at slot tokens.size() - 1 + its rows.
   const int by_reply = s.request.max_tokens - s.generated - 1;
   const int by_positions = stream_positions_ - int(s.tokens.size()) - 1;
   return std::max(0, std::min({options_.draft_tokens, by_reply, by_positions}));
+}
+
+void Engine::fit_tree(DraftTree& t, int32_t vocab, int depth, int nodes) {
+  std::vector<int> level;
+  size_t n = 0;
+  for (; n < t.tokens.size() && n < t.parents.size() && int(n) < nodes; ++n) {
+    // A node outside the vocabulary, with a later parent or too deep ends the tree there.
+    const int32_t id = t.tokens[n], parent = t.parents[n];
+    if (id < 0 || id >= vocab || parent < -1 || parent >= int32_t(n)) break;
+    const int d = parent < 0 ? 1 : level[size_t(parent)] + 1;
+    if (d > depth) break;
+    level.push_back(d);
+  }
+  t.tokens.resize(n);
+  t.parents.resize(n);
 }
 
 void Engine::draft(const std::vector<Stream*>& order) {
   std::vector<DraftRequest> requests;
   std::vector<Stream*> asking;
   for (Stream* s : order) {
-    s->draft.clear();
+    s->drop_draft();
     const int k = draft_allowance(*s);
     if (k <= 0) continue;
-    requests.push_back({s->id, s->tokens, k});
+    requests.push_back({s->id, s->tokens, k, options_.draft_tree});
     asking.push_back(s);
   }
   if (requests.empty()) return;
-  std::vector<std::vector<int32_t>> guesses;
+  std::vector<DraftTree> guesses;
   try {
-    guesses = options_.drafter->propose(requests);
+    guesses = options_.drafter->propose_trees(requests);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "foldserve: drafter %s failed, this round runs undrafted: %s\n", options_.drafter->name(),
                  e.what());
     return;
   }
   for (size_t i = 0; i < asking.size() && i < guesses.size(); ++i) {
-    auto& g = guesses[i];
-    const int32_t V = model_.config().vocab_size;
-    // A guess outside the vocabulary ends the draft there; a drafter never decides what the target keeps.
-    auto bad = std::find_if(g.begin(), g.end(), [V](int32_t id) { return id < 0 || id >= V; });
-    g.erase(bad, g.end());
-    if (int(g.size()) > requests[i].max_tokens) g.resize(size_t(requests[i].max_tokens));
-    asking[i]->draft = std::move(g);
+    DraftTree& g = guesses[i];
+    Stream& s = *asking[i];
+    // A drafter never decides what the target keeps: a tree's rows fit the stream's positions, its depth the bound.
+    const int by_positions = stream_positions_ - int(s.tokens.size()) - 1;
+    fit_tree(g, model_.config().vocab_size, requests[i].max_tokens,
+             std::min(requests[i].max_tokens * std::max(1, options_.draft_tree), by_positions));
+    bool chain = true;
+    for (size_t j = 0; j < g.parents.size(); ++j) chain = chain && g.parents[j] == int32_t(j) - 1;
+    s.draft = std::move(g.tokens);
+    if (!chain) s.draft_parents = std::move(g.parents);
   }
+}
+
+void Engine::move_tree_row(Stream& s, int from, int to) {
+  if (from != to) move_paged_kv(*pool_, s.pages, from, to);
 }
 
 void Engine::accept_window(Stream& s, const RoundItem& it, SampledForward& out, size_t& row,
                            size_t& logit_row) {
   const size_t V = size_t(model_.config().vocab_size);
   const int rows = 1 + it.drafted;
-  // Where each row's id and logits lie; rows past the first mismatch are read by nobody.
+  // Where each row's id and logits lie; rows off the accepted path are read by nobody.
   std::vector<size_t> logit_at(static_cast<size_t>(rows), 0);
   for (int j = 0; j < rows; ++j) logit_at[size_t(j)] = out.ids[row + size_t(j)] < 0 ? logit_row++ : 0;
   const size_t first = row;
   row += size_t(rows);
+  // Row r's parent row: the pending token's row 0 for a first-level draft token; a chain's row r - 1.
+  auto parent_row = [&](int r) { return s.draft_parents.empty() ? r - 1 : s.draft_parents[size_t(r - 1)] + 1; };
   int accepted = 0;
-  for (int j = 0; j < rows; ++j) {
-    // Row j's input is kept: the pending token, or a draft token equal to the one row j - 1 chose.
-    s.computed = it.begin + j + 1;
-    const int32_t picked = out.ids[first + size_t(j)];
+  for (int r = 0, depth = 0;; ++depth) {
+    // Row r's input is kept: the pending token, or a draft token equal to the one its parent row chose. Its K/V
+    // goes where the chain row at its depth would have put it, before the stream can finish and cache its pages.
+    move_tree_row(s, it.begin + r, it.begin + depth);
+    s.computed = it.begin + depth + 1;
+    const int32_t picked = out.ids[first + size_t(r)];
     std::span<float> l;
-    if (picked < 0) l = std::span<float>(out.logits.data() + logit_at[size_t(j)] * V, V);
+    if (picked < 0) l = std::span<float>(out.logits.data() + logit_at[size_t(r)] * V, V);
     const int32_t chosen = accept_token(s, picked, l);
-    if (j == it.drafted || chosen != s.draft[size_t(j)]) break;
+    // The child of row r drafting the chosen token, if any (rows come after their parents).
+    int next = -1;
+    for (int c = r + 1; c < rows && next < 0; ++c)
+      if (parent_row(c) == r && s.draft[size_t(c - 1)] == chosen) next = c;
+    if (next < 0) break;
     ++accepted;
     if (s.finished) break;
+    r = next;
   }
   s.drafted += it.drafted;
   s.accepted += accepted;
-  s.draft.clear();
+  s.drop_draft();
   s.window.clear();
+  s.window_parents.clear();
   {
     std::lock_guard lock(mu_);
     ++stats_.draft_windows;

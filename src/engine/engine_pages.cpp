@@ -100,7 +100,7 @@ void Engine::reset_to_queued(Stream& s, bool keep_prefix) {
   s.pages.clear();
   s.computed = 0;
   s.resume_state = {};
-  s.draft.clear();
+  s.drop_draft();
   release_state_slot(s);
 }
 
@@ -136,7 +136,7 @@ std::vector<RoundItem> Engine::plan_within_pool(std::vector<Stream*>& order) {
     bool drafts = false;
     for (Stream* s : order) {
       drafts = drafts || !s->draft.empty();
-      s->draft.clear();
+      s->drop_draft();
     }
     if (drafts) continue;
     // A lone stream has the whole pool, which holds stream_positions; running short then breaks the books.

@@ -7,6 +7,7 @@
 #include "engine/row_sampling.h"
 #include "engine/scheduler.h"
 #include "engine/stream.h"
+#include "models/forward_rows.h"
 #include "models/kv_pool.h"
 #include "models/model.h"
 #include "text/structured/token_constraint.h"
@@ -109,6 +110,13 @@ void Engine::round(Streams& active) {
       SequenceChunk c = chunk_for(s, it.begin, 1, true);
       c.tokens = s.window;
       c.all_logits = true;
+      // A tree's rows carry their parents: the pending token's row 0 is the root.
+      s.window_parents.clear();
+      if (!s.draft_parents.empty()) {
+        s.window_parents.assign(1, -1);
+        for (int32_t p : s.draft_parents) s.window_parents.push_back(p + 1);
+        c.row_parents = s.window_parents;
+      }
       chunks.push_back(c);
     } else {
       chunks.push_back(chunk_for(s, it.begin, it.count, it.samples));
@@ -119,12 +127,14 @@ void Engine::round(Streams& active) {
   // window draws with the key of the position it chooses, as the undrafted step there would.
   const bool model_samples = options_.device_sampling && model_.samples_on_device();
   std::vector<RowSampling> sampling;
-  for (const auto& it : items)
-    if (it.samples) {
-      const Stream& s = *it.stream;
+  for (size_t i = 0; i < items.size(); ++i)
+    if (items[i].samples) {
+      const Stream& s = *items[i].stream;
       const bool on_device = model_samples && device_sampleable(s.request.sampling) && !s.request.constraint;
-      for (int j = 0; j <= it.drafted; ++j)
-        sampling.push_back(row_sampling_for(s.request.sampling, on_device, s.seed, s.tokens.size() + size_t(j)));
+      // A window row at depth d (its index in a chain) chooses the token at position tokens.size() + d.
+      const std::vector<int> depth = items[i].drafted > 0 ? row_depths(chunks[i]) : std::vector<int>{0};
+      for (int d : depth)
+        sampling.push_back(row_sampling_for(s.request.sampling, on_device, s.seed, s.tokens.size() + size_t(d)));
     }
   SampledForward out;
   std::string failure;

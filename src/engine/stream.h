@@ -31,12 +31,19 @@ struct Stream {
   bool admitted = false;        // admitted at least once (a preempted stream resumes with its first `cached`)
   bool preempted = false;       // sent back to the queue this round, to resume from nothing computed
   std::vector<int32_t> draft;   // this round's draft tokens after the pending one (speculative decoding)
+  std::vector<int32_t> draft_parents;  // a draft tree: each draft token's parent among them (-1: the pending
+                                       // token); empty → the draft is a chain
   std::vector<int32_t> window;  // the verify window's tokens: the pending one then the draft
+  std::vector<int32_t> window_parents;  // a tree window's row parents (SequenceChunk::row_parents)
   int drafted = 0;              // draft tokens verified so far
   int accepted = 0;             // of them, those kept
 
   bool prefilling() const { return computed < int(tokens.size()) - 1 || generated == 0; }
   int pending() const { return int(tokens.size()) - computed; }
+  void drop_draft() {
+    draft.clear();
+    draft_parents.clear();
+  }
 };
 
 }  // namespace fs

@@ -11,11 +11,27 @@ void check_chunk_fits(const SequenceChunk& ch, int page_tokens) {
   if (size_t(end) > ch.pages.size() * size_t(page_tokens)) throw Error("KV page table too short for the chunk");
   if (!ch.mrope_positions.empty() && ch.mrope_positions.size() != ch.tokens.size() * 3)
     throw Error("M-RoPE positions do not cover the chunk");
+  if (!ch.row_parents.empty() && ch.row_parents.size() != ch.tokens.size())
+    throw Error("row parents do not cover the chunk");
+  for (size_t i = 0; i < ch.row_parents.size(); ++i)
+    if (ch.row_parents[i] < -1 || ch.row_parents[i] >= int32_t(i))
+      throw Error("row " + std::to_string(i) + "'s parent " + std::to_string(ch.row_parents[i]) +
+                  " is not an earlier row of the chunk");
+}
+
+std::vector<int> row_depths(const SequenceChunk& ch) {
+  std::vector<int> depth(ch.tokens.size());
+  for (size_t i = 0; i < depth.size(); ++i) {
+    const int32_t parent = ch.row_parents.empty() ? int32_t(i) - 1 : ch.row_parents[i];
+    depth[i] = parent < 0 ? 0 : depth[size_t(parent)] + 1;
+  }
+  return depth;
 }
 
 std::vector<ChunkRow> chunk_rows(const SequenceChunk& ch, const ModelConfig& config) {
   std::vector<ChunkRow> rows(ch.tokens.size());
   size_t image_row = 0;
+  const std::vector<int> depth = row_depths(ch);
   for (size_t i = 0; i < ch.tokens.size(); ++i) {
     ChunkRow& row = rows[i];
     row.token = ch.tokens[i];
@@ -30,7 +46,7 @@ std::vector<ChunkRow> chunk_rows(const SequenceChunk& ch, const ModelConfig& con
     }
     row.position = ch.start_pos + int(i);
     for (size_t s = 0; s < 3; ++s)
-      row.rope[s] = ch.mrope_positions.empty() ? row.position + ch.rope_delta : ch.mrope_positions[i * 3 + s];
+      row.rope[s] = ch.mrope_positions.empty() ? ch.start_pos + depth[i] + ch.rope_delta : ch.mrope_positions[i * 3 + s];
   }
   return rows;
 }

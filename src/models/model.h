@@ -39,6 +39,11 @@ struct SequenceChunk {
   int32_t state_slot = -1;
   // Snapshots of that state at positions in (start_pos, start_pos + tokens.size()], in ascending order.
   std::span<const StateSnapshotTarget> state_snapshots;
+  // A tree of rows (speculative decoding): each row's parent row in the chunk (earlier than the row; -1 → the row
+  // follows the committed positions 0..start_pos-1 directly); empty → a chain. Row i keeps its K/V in slot
+  // start_pos + i, takes rotary position start_pos + its depth, and attends to the committed positions then its
+  // ancestors and itself, root first. Only models whose supports_row_parents() is true accept it.
+  std::span<const int32_t> row_parents;
 };
 
 // How the engine wants one logit row back: its logits (sampled on the host) or a token the model picks itself.
@@ -80,6 +85,8 @@ class Model {
   virtual std::vector<float> hidden_states(const SequenceChunk& chunk, KvPool& pool) = 0;
   // Whether forward_sampled can pick tokens itself (Greedy and Draw rows); false → every row comes back as logits.
   virtual bool samples_on_device() const { return false; }
+  // Whether forward() honours SequenceChunk::row_parents (tree verification); false → the engine drafts chains.
+  virtual bool supports_row_parents() const { return false; }
   // forward() with one RowSampling per logit row; the default returns every row's logits (ids all -1).
   virtual SampledForward forward_sampled(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
                                          KvPool& pool);

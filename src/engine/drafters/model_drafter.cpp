@@ -49,8 +49,34 @@ bool ModelDrafter::grow(State& s, int positions, std::span<const DraftRequest> k
   return true;
 }
 
+namespace {
+
+// The `count` highest logits' ids, highest first (ties: lower id first, as max_element picks).
+std::vector<int32_t> top_ids(const float* row, int vocab, int count) {
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  for (int32_t i = 0; i < vocab; ++i) ids[size_t(i)] = i;
+  count = std::min(count, vocab);
+  std::partial_sort(ids.begin(), ids.begin() + count, ids.end(),
+                    [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+  ids.resize(size_t(count));
+  return ids;
+}
+
+}  // namespace
+
 std::vector<std::vector<int32_t>> ModelDrafter::propose(std::span<const DraftRequest> requests) {
-  std::vector<std::vector<int32_t>> out(requests.size());
+  std::vector<DraftRequest> chains(requests.begin(), requests.end());
+  for (auto& r : chains) r.width = 1;
+  std::vector<std::vector<int32_t>> out;
+  for (auto& t : propose_trees(chains)) out.push_back(std::move(t.tokens));
+  return out;
+}
+
+std::vector<DraftTree> ModelDrafter::propose_trees(std::span<const DraftRequest> requests) {
+  std::vector<DraftTree> out(requests.size());
+  // Per request: the tree node its greedy branch has reached (-1 → the stream's last token) and its depth.
+  std::vector<int32_t> branch(requests.size(), -1);
+  std::vector<int> depths(requests.size(), 0);
   ++clock_;
   // Per request: the tokens it feeds this depth (catch-up first, then one guess per depth).
   std::vector<std::vector<int32_t>> feed(requests.size());
@@ -73,11 +99,11 @@ std::vector<std::vector<int32_t>> ModelDrafter::propose(std::span<const DraftReq
     states[i] = &s;
   }
   const int V = model_->config().vocab_size;
-  for (int depth = 0;; ++depth) {
+  for (;;) {
     std::vector<SequenceChunk> chunks;
     std::vector<size_t> owner;
     for (size_t i = 0; i < requests.size(); ++i) {
-      if (!states[i] || feed[i].empty() || int(out[i].size()) >= requests[i].max_tokens) continue;
+      if (!states[i] || feed[i].empty() || depths[i] >= requests[i].max_tokens) continue;
       State& s = *states[i];
       SequenceChunk c;
       c.tokens = feed[i];
@@ -93,10 +119,16 @@ std::vector<std::vector<int32_t>> ModelDrafter::propose(std::span<const DraftReq
       const size_t i = owner[c];
       State& s = *states[i];
       s.tokens.insert(s.tokens.end(), feed[i].begin(), feed[i].end());
-      const float* row = logits.data() + c * size_t(V);
-      const int32_t guess = int32_t(std::max_element(row, row + V) - row);
-      out[i].push_back(guess);
-      feed[i].assign(1, guess);
+      // The greedy guess extends the branch; the next choices become leaves beside it.
+      const auto choices = top_ids(logits.data() + c * size_t(V), V, std::max(1, requests[i].width));
+      const int32_t parent = branch[i];
+      branch[i] = int32_t(out[i].tokens.size());
+      for (int32_t id : choices) {
+        out[i].tokens.push_back(id);
+        out[i].parents.push_back(parent);
+      }
+      ++depths[i];
+      feed[i].assign(1, choices[0]);
     }
   }
   return out;

@@ -1,7 +1,9 @@
 #pragma once
 // Drafting with a small model of the same tokenizer, run on the CPU: it keeps K/V of each stream's tokens in its
 // own pool, catches up on what the stream kept since the last round (rolling back to the longest common prefix, so
-// rejected guesses leave nothing behind) and proposes its greedy continuation, all streams batched per depth.
+// rejected guesses leave nothing behind) and proposes its greedy continuation, all streams batched per depth. A tree
+// of width W is that greedy branch with the W - 1 next choices at each depth as leaves beside it: no extra drafter
+// steps, at most W · depth nodes.
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -19,6 +21,7 @@ class ModelDrafter final : public Drafter {
   ~ModelDrafter() override;
   const char* name() const override { return name_.c_str(); }
   std::vector<std::vector<int32_t>> propose(std::span<const DraftRequest> requests) override;
+  std::vector<DraftTree> propose_trees(std::span<const DraftRequest> requests) override;
   void forget(uint64_t stream) override;
   const Model& model() const { return *model_; }
 
