@@ -1,9 +1,10 @@
 #pragma once
-// The Llama family forward (Llama 3.x, Qwen2/2.5, Qwen3, Mistral): RMSNorm, GQA attention with RoPE (optional q/k
-// biases and q/k norms), SwiGLU MLP, tied or untied head.
-#include <memory>
+// The Llama family (Llama 3.x, Qwen2/2.5, Qwen3, Mistral, the language model of Qwen2.5-VL) as a program:
+// RMSNorm, GQA attention with RoPE (optional q/k biases and q/k norms), SwiGLU MLP, tied or untied head.
+#include <string>
 
-#include "models/model.h"
+#include "io/hf_config.h"
+#include "models/model_program.h"
 
 namespace fs {
 
@@ -19,7 +20,7 @@ struct LlamaFamilyOptions {
 // `checkpoint` (may be null) tells where a vision-language export keeps its language model.
 LlamaFamilyOptions llama_family_options(const ModelConfig& config, const Checkpoint* checkpoint);
 
-std::unique_ptr<Model> create_llama_family(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint,
-                                           const LlamaFamilyOptions& options);
+ModelProgram llama_family_program(const ModelConfig& config, const LlamaFamilyOptions& options,
+                                  const Checkpoint* checkpoint);
 
 }  // namespace fs

@@ -1,15 +1,14 @@
 #pragma once
-// The Qwen3.5 hybrid family (Qwen3_5ForCausalLM and the text side of Qwen3_5ForConditionalGeneration): decoder
-// layers of Gated DeltaNet or gated full attention, each followed by a SwiGLU MLP, (1 + w) RMSNorms, tied or
-// untied head. K/V pages for the attention layers only; one recurrent-state slot per sequence.
-#include <memory>
-
-#include "models/model.h"
+// The Qwen3.5 hybrid family as a program: Gated DeltaNet layers beside gated full-attention layers (their pattern
+// from the config), (1 + w) RMSNorms, SwiGLU MLPs, interleaved M-RoPE on part of each attention head.
+#include "io/hf_config.h"
+#include "models/model_program.h"
 
 namespace fs {
 
 class Checkpoint;
 
-std::unique_ptr<Model> create_qwen3_5(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint);
+// Bad configs are refused by name (qwen3_5_options); `checkpoint` (may be null) tells where the decoder lives.
+ModelProgram qwen3_5_program(const ModelConfig& config, const Checkpoint* checkpoint);
 
 }  // namespace fs

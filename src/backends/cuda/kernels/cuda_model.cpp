@@ -1,5 +1,5 @@
-// The Llama family forward on a CUDA device: weights uploaded once as bf16, K/V in device pages indexed by the
-// engine's page ids, one stream; every kernel's per-row arithmetic is independent of the batch.
+// The CUDA runner: a family's program on a CUDA device, weights uploaded once as bf16, K/V in device pages
+// indexed by the engine's page ids, one stream; every kernel's per-row arithmetic is independent of the batch.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -25,7 +25,7 @@
 #include "models/forward_rows.h"
 #include "models/kv_pool.h"
 #include "models/model.h"
-#include "models/rope_table.h"
+#include "models/model_program.h"
 
 namespace fs {
 
@@ -78,11 +78,10 @@ class CudaModel final : public Model {
         pinned_(kPinnedLimit),
         stage_(pinned_, kStageBytes, "CUDA upload stage"),
         downloader_(device_, pinned_),
-        graphs_on_(graphs_enabled()) {
-    weights_ = cuda::upload_weights(c, *ck_, llama_family_options(c, ck_.get()), stage_, stream_.handle());
-    inv_freq_ = rope_inv_freq(c.rope, c.head_dim);
-    sections_ = c.rope.mrope_section.empty() ? std::vector<int>{c.head_dim / 2} : c.rope.mrope_section;
-    shape_ = {c.num_heads, c.num_kv_heads, c.head_dim};
+        graphs_on_(graphs_enabled()),
+        program_(model_program(c, ck_.get())) {
+    check_runnable(program_);
+    weights_ = cuda::upload_weights(program_, *ck_, stage_, stream_.handle());
   }
 
   ~CudaModel() override {
@@ -93,13 +92,14 @@ class CudaModel final : public Model {
   }
 
   const ModelConfig& config() const override { return config_; }
+  SequenceMemorySpec memory_spec() const override { return program_.memory; }
   size_t weight_bytes() const override { return weights_.matrix_bytes; }
   bool kv_on_host() const override { return false; }
   const char* device_name() const override { return "cuda"; }
 
-  // Per layer, keys then values: page_tokens rows of kv_heads × head_dim bf16 each.
+  // Per attending layer, keys then values: page_tokens rows of kv_heads × head_dim bf16 each.
   size_t kv_page_bytes(int page_tokens) const override {
-    return size_t(config_.num_layers) * 2 * size_t(page_tokens) * row_bytes();
+    return size_t(kv_layers()) * 2 * size_t(page_tokens) * row_bytes();
   }
 
   std::optional<size_t> device_memory_free() const override {
@@ -110,7 +110,7 @@ class CudaModel final : public Model {
   // The eager arena grown to the largest round (and the quarter it adds), the decode graphs' fixed buffers, and the
   // padding page the pool holds beyond the engine's.
   size_t round_scratch_bytes(const RoundLimits& r) const override {
-    const auto L = cuda::meta_layout(r.rows, r.logit_rows, config_.head_dim / 2, kSampleWords);
+    const auto L = cuda::meta_layout(r.rows, r.logit_rows, rotary_half(), kSampleWords);
     const size_t eager = scratch_need(scratch_sizes(r.rows, r.logit_rows, L.words(r.page_entries) * 4));
     const size_t graphs = graphs_on_ ? scratch_need(decode_scratch_sizes(size_t(r.pool_pages))) : 0;
     return eager + eager / 4 + graphs + kv_page_bytes(r.page_tokens);
@@ -120,7 +120,9 @@ class CudaModel final : public Model {
   void attach_pool(KvPool& pool) override {
     device_.make_current();
     const size_t slots = size_t(pool.pages_total() + 1) * size_t(pool.page_tokens());
-    const size_t bytes = size_t(config_.num_layers) * 2 * slots * size_t(pool.row_floats()) * 2;
+    if (pool.layers() != kv_layers() || pool.row_floats() != program_.memory.kv_heads * program_.memory.head_dim)
+      throw Error("the KV pool is not laid out for this model's attention layers");
+    const size_t bytes = size_t(kv_layers()) * 2 * slots * size_t(pool.row_floats()) * 2;
     if (!kv_ || kv_->capacity() < bytes) {
       stream_.synchronize();
       kv_.reset();
@@ -158,7 +160,7 @@ class CudaModel final : public Model {
   void copy_kv_positions(KvPool& pool, int32_t from, int32_t to, int positions) override {
     ensure_pool(pool);
     const size_t n = size_t(positions) * row_bytes();
-    for (int l = 0; l < config_.num_layers; ++l)
+    for (int l = 0; l < kv_layers(); ++l)
       for (int side = 0; side < 2; ++side)
         FS_CU(memcpy_dtod_async, side_base(l, side) + size_t(to) * page_tokens_ * row_bytes(),
               side_base(l, side) + size_t(from) * page_tokens_ * row_bytes(), n, stream_.handle());
@@ -168,7 +170,7 @@ class CudaModel final : public Model {
     ensure_pool(pool);
     const size_t n = size_t(page_tokens_) * size_t(pool.row_floats());
     std::vector<uint16_t> bits(n);
-    for (int l = 0; l < config_.num_layers; ++l)
+    for (int l = 0; l < kv_layers(); ++l)
       for (int side = 0; side < 2; ++side) {
         downloader_.download(bits.data(), side_base(l, side) + size_t(page) * page_tokens_ * row_bytes(), n * 2,
                              stream_.handle());
@@ -180,7 +182,7 @@ class CudaModel final : public Model {
     ensure_pool(pool);
     const size_t n = size_t(page_tokens_) * size_t(pool.row_floats());
     std::vector<uint16_t> bits(n);
-    for (int l = 0; l < config_.num_layers; ++l)
+    for (int l = 0; l < kv_layers(); ++l)
       for (int side = 0; side < 2; ++side) {
         for (size_t i = 0; i < n; ++i) bits[i] = f32_to_bf16(*src++);
         stage_.upload(side_base(l, side) + size_t(page) * page_tokens_ * row_bytes(), bits.data(), n * 2,
@@ -189,7 +191,18 @@ class CudaModel final : public Model {
   }
 
  private:
-  size_t row_bytes() const { return size_t(config_.num_kv_heads) * size_t(config_.head_dim) * 2; }
+  // The steps this runner has kernels for; anything else is refused naming the step.
+  static void check_runnable(const ModelProgram& p) {
+    for (const LayerProgram& L : p.layers) {
+      if (L.deltanet) throw Error("the CUDA runner has no kernels for Gated DeltaNet layers (" + p.family + ")");
+      if (L.attention->output_gate || L.attention->rotary_dim != L.attention->head_dim)
+        throw Error("the CUDA runner has no kernels for gated or partial-rotary attention (" + p.family + ")");
+    }
+  }
+
+  int kv_layers() const { return program_.memory.kv_layers; }
+  int rotary_half() const { return program_.rotary.rotary_dim / 2; }
+  size_t row_bytes() const { return size_t(program_.memory.kv_heads) * size_t(program_.memory.head_dim) * 2; }
   CUdeviceptr side_base(int layer, int side) const {
     return kv_base_ + (size_t(layer) * 2 + size_t(side)) * slots_ * row_bytes();
   }
@@ -234,13 +247,27 @@ class CudaModel final : public Model {
     CUdeviceptr x, xn, act, qkv, q, gu, states, lastn, logits, ids, meta;
   };
 
+  // The widest projection and attention output over the program's layers.
+  struct Widths {
+    size_t qkv = 0, q = 0;
+  };
+  Widths widths() const {
+    Widths w;
+    for (const LayerProgram& L : program_.layers)
+      if (L.attention) {
+        w.qkv = std::max(w.qkv, size_t(L.attention->qkv.rows()));
+        w.q = std::max(w.q, size_t(L.attention->heads) * size_t(L.attention->head_dim));
+      }
+    return w;
+  }
+
   std::vector<size_t> scratch_sizes(int T, int R, size_t meta_bytes) const {
     const ModelConfig& c = config_;
-    const size_t H = size_t(c.hidden_size), Q = size_t(c.num_heads) * c.head_dim;
-    const size_t KV = size_t(c.num_kv_heads) * c.head_dim, F = size_t(c.intermediate_size);
+    const Widths w = widths();
+    const size_t H = size_t(c.hidden_size), F = size_t(c.intermediate_size);
     const size_t t = size_t(T), r = size_t(R);
-    return {t * H * 4,       t * H * 2,          t * std::max(Q, F) * 2,
-            t * (Q + 2 * KV) * 4, t * Q * 4,     t * 2 * F * 4,
+    return {t * H * 4,       t * H * 2,          t * std::max(w.q, F) * 2,
+            t * w.qkv * 4,   t * w.q * 4,        t * 2 * F * 4,
             t * H * 4,       r * H * 2,          r * size_t(c.vocab_size) * 4,
             r * 4,           meta_bytes};
   }
@@ -277,7 +304,7 @@ class CudaModel final : public Model {
   // Scratch and metadata of the largest decode bucket over a pool of `pool_pages` pages.
   std::vector<size_t> decode_scratch_sizes(size_t pool_pages) const {
     const int B = cuda::kMaxDecodeBucket;
-    const auto L = cuda::meta_layout(B, B, config_.head_dim / 2, kSampleWords);
+    const auto L = cuda::meta_layout(B, B, rotary_half(), kSampleWords);
     return scratch_sizes(B, B, L.words(decode_page_capacity(pool_pages)) * 4);
   }
 
@@ -307,8 +334,8 @@ class CudaModel final : public Model {
       const k::SampleRow sr = sample_row(rows[r]);
       std::memcpy(block.data() + L.sample + r * kSampleWords, &sr, sizeof sr);
     }
-    mrope_angles(inv_freq_, sections_, p.rope_positions.data(), p.rows, reinterpret_cast<float*>(block.data() + L.cos),
-                 reinterpret_cast<float*>(block.data() + L.sin));
+    rotary_angles(program_.rotary, p.rope_positions.data(), p.rows, reinterpret_cast<float*>(block.data() + L.cos),
+                  reinterpret_cast<float*>(block.data() + L.sin));
     return block;
   }
 
@@ -323,8 +350,7 @@ class CudaModel final : public Model {
   void enqueue(const Scratch& s, const cuda::MetaLayout& L, int T, int R, bool sample, const Plan* images,
                std::vector<float>* states, cuda::CUstream st) {
     const ModelConfig& c = config_;
-    const int H = c.hidden_size, hd = c.head_dim;
-    const int Q = c.num_heads * hd, KV = c.num_kv_heads * hd, F = c.intermediate_size;
+    const int H = c.hidden_size, F = c.intermediate_size;
     const int32_t* meta = at<int32_t>(s.meta);
     const int32_t *tokens = meta + L.tokens, *slot = meta + L.slot, *keys = meta + L.keys, *table = meta + L.table;
     const int32_t *logit_rows = meta + L.logits, *pages = meta + L.pages;
@@ -337,23 +363,29 @@ class CudaModel final : public Model {
       for (const auto& [row, src] : images->image_rows)
         stage_.upload(s.x + size_t(row) * H * 4, src, size_t(H) * 4, st);
     if (states) append_download(*states, s.x, size_t(T) * H);
-    const float eps = float(c.rms_norm_eps), scale = 1.0f / std::sqrt(float(hd));
-    for (int li = 0; li < c.num_layers; ++li) {
+    const float eps = program_.eps;
+    const int layers = int(program_.layers.size());
+    for (int li = 0; li < layers; ++li) {
       const cuda::DeviceLayer& Ly = weights_.layers[size_t(li)];
-      k::PagedKv kv{at<uint16_t>(side_base(li, 0)), at<uint16_t>(side_base(li, 1)), slot, keys, table, pages,
-                    page_tokens_};
-      k::rmsnorm_bf16(at<float>(s.x), nullptr, at<float>(Ly.attn_norm), T, H, eps, at<uint16_t>(s.xn), st);
-      k::gemm(at<uint16_t>(s.xn), at<uint16_t>(Ly.wqkv), Ly.qkv_bias ? at<float>(Ly.qkv_bias) : nullptr,
-              at<float>(s.qkv), T, Q + 2 * KV, H, false, st);
-      k::qkv_rope_store(at<float>(s.qkv), T, shape_, Ly.q_norm ? at<float>(Ly.q_norm) : nullptr,
-                        Ly.k_norm ? at<float>(Ly.k_norm) : nullptr, eps, cosd, sind, kv, at<float>(s.q), st);
-      k::attention(at<float>(s.q), T, shape_, kv, scale, at<uint16_t>(s.act), st);
-      k::gemm(at<uint16_t>(s.act), at<uint16_t>(Ly.wo), nullptr, at<float>(s.x), T, H, Q, true, st);
+      const LayerProgram& lp = program_.layers[size_t(li)];
+      k::rmsnorm_bf16(at<float>(s.x), nullptr, at<float>(Ly.norm), T, H, eps, at<uint16_t>(s.xn), st);
+      const AttentionStep& a = *lp.attention;
+      const int hd = a.head_dim, Q = a.heads * hd;
+      const k::HeadShape shape{a.heads, a.kv_heads, hd};
+      const k::PagedKv kv{at<uint16_t>(side_base(a.kv_layer, 0)), at<uint16_t>(side_base(a.kv_layer, 1)), slot, keys,
+                          table, pages, page_tokens_};
+      const cuda::DeviceAttention& A = Ly.attention;
+      k::gemm(at<uint16_t>(s.xn), at<uint16_t>(A.wqkv), A.qkv_bias ? at<float>(A.qkv_bias) : nullptr,
+              at<float>(s.qkv), T, a.qkv.rows(), H, false, st);
+      k::qkv_rope_store(at<float>(s.qkv), T, shape, A.q_norm ? at<float>(A.q_norm) : nullptr,
+                        A.k_norm ? at<float>(A.k_norm) : nullptr, eps, cosd, sind, kv, at<float>(s.q), st);
+      k::attention(at<float>(s.q), T, shape, kv, 1.0f / std::sqrt(float(hd)), at<uint16_t>(s.act), st);
+      k::gemm(at<uint16_t>(s.act), at<uint16_t>(A.wo), nullptr, at<float>(s.x), T, H, Q, true, st);
       k::rmsnorm_bf16(at<float>(s.x), nullptr, at<float>(Ly.mlp_norm), T, H, eps, at<uint16_t>(s.xn), st);
       k::gemm(at<uint16_t>(s.xn), at<uint16_t>(Ly.wgate_up), nullptr, at<float>(s.gu), T, 2 * F, H, false, st);
       k::swiglu(at<float>(s.gu), T, F, at<uint16_t>(s.act), st);
       k::gemm(at<uint16_t>(s.act), at<uint16_t>(Ly.wdown), nullptr, at<float>(s.x), T, H, F, true, st);
-      if (states && li + 1 < c.num_layers) append_download(*states, s.x, size_t(T) * H);
+      if (states && li + 1 < layers) append_download(*states, s.x, size_t(T) * H);
     }
     if (states) {
       k::rmsnorm_f32(at<float>(s.x), nullptr, at<float>(weights_.final_norm), T, H, eps, at<float>(s.states), st);
@@ -383,7 +415,7 @@ class CudaModel final : public Model {
   // captures) the bucket's graph; returns the scratch holding its ids and logits.
   const Scratch& run_decode_round(Plan& p, int bucket, std::span<const RowSampling> rows, cuda::CUstream st) {
     cuda::pad_decode_rows(p, bucket, dummy_page_, page_tokens_);
-    const cuda::MetaLayout L = cuda::meta_layout(p.rows, int(p.logits.size()), config_.head_dim / 2, kSampleWords);
+    const cuda::MetaLayout L = cuda::meta_layout(p.rows, int(p.logits.size()), rotary_half(), kSampleWords);
     const std::vector<uint32_t> block = meta_block(p, L, rows);
     const Scratch& s = decode_scratch();
     stage_.upload(s.meta, block.data(), block.size() * 4, st);
@@ -433,7 +465,7 @@ class CudaModel final : public Model {
     if (graph) {
       sp = &run_decode_round(p, bucket, rows, st);
     } else {
-      const cuda::MetaLayout L = cuda::meta_layout(T, R, c.head_dim / 2, kSampleWords);
+      const cuda::MetaLayout L = cuda::meta_layout(T, R, rotary_half(), kSampleWords);
       const std::vector<uint32_t> block = meta_block(p, L, rows);
       eager = scratch(T, R, block.size() * 4);
       stage_.upload(eager.meta, block.data(), block.size() * 4, st);
@@ -475,14 +507,12 @@ class CudaModel final : public Model {
   size_t slots_ = 0, pool_slots_ = 0;
   int32_t dummy_page_ = 0;
   bool graphs_on_ = true;
+  ModelProgram program_;
   std::unique_ptr<cuda::DeviceArena> decode_scratch_;
   Scratch decode_{};
   std::array<std::unique_ptr<cuda::CapturedGraph>, std::size(cuda::kDecodeBuckets)> graphs_;
   int page_tokens_ = 16;
   const KvPool* attached_ = nullptr;
-  std::vector<float> inv_freq_;
-  std::vector<int> sections_;
-  k::HeadShape shape_;
 };
 
 }  // namespace

@@ -1,14 +1,12 @@
 #pragma once
-// A Llama-family checkpoint's weights uploaded once to device memory as bf16 matrices and f32 vectors, with
-// q/k/v and gate/up fused into one matrix each so a layer runs four GEMMs.
+// A model program's weights uploaded once to device memory: bf16 matrices (a step's matrices stacked into one, so
+// q|k|v and gate|up each run as one GEMM) and f32 vectors.
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "backends/cuda/host/device_arena.h"
 #include "backends/cuda/host/pinned_stage.h"
-#include "io/hf_config.h"
-#include "models/llama.h"
+#include "models/model_program.h"
 
 namespace fs {
 
@@ -16,14 +14,26 @@ class Checkpoint;
 
 namespace cuda {
 
+struct DeviceAttention {
+  CUdeviceptr wqkv = 0;                    // bf16 [q (+ gate) + 2 kv, hidden]
+  CUdeviceptr qkv_bias = 0;                // f32, 0 without biases
+  CUdeviceptr q_norm = 0, k_norm = 0;      // f32 [head_dim], 0 without q/k norm
+  CUdeviceptr wo = 0;                      // bf16 [hidden, q]
+};
+
+struct DeviceDeltaNet {
+  CUdeviceptr w_in = 0;   // bf16 [qkv | z | b | a, hidden]
+  CUdeviceptr conv = 0;   // f32 [conv_channels, conv_kernel]
+  CUdeviceptr a_log = 0, dt_bias = 0, norm = 0;
+  CUdeviceptr w_out = 0;  // bf16 [hidden, value_channels]
+};
+
 struct DeviceLayer {
-  CUdeviceptr attn_norm = 0, mlp_norm = 0;  // f32 [hidden]
-  CUdeviceptr q_norm = 0, k_norm = 0;       // f32 [head_dim], 0 without q/k norm
-  CUdeviceptr qkv_bias = 0;                 // f32 [q + 2 kv], 0 without biases
-  CUdeviceptr wqkv = 0;                     // bf16 [q + 2 kv, hidden]
-  CUdeviceptr wo = 0;                       // bf16 [hidden, q]
-  CUdeviceptr wgate_up = 0;                 // bf16 [2 ffn, hidden]
-  CUdeviceptr wdown = 0;                    // bf16 [hidden, ffn]
+  CUdeviceptr norm = 0, mlp_norm = 0;  // f32 [hidden], as applied
+  DeviceAttention attention;
+  DeviceDeltaNet deltanet;
+  CUdeviceptr wgate_up = 0;  // bf16 [2 ffn, hidden]
+  CUdeviceptr wdown = 0;     // bf16 [hidden, ffn]
 };
 
 struct DeviceWeights {
@@ -33,9 +43,9 @@ struct DeviceWeights {
   size_t matrix_bytes = 0;  // bf16 matrix bytes on the device (the tied head counted once)
 };
 
-// Reads every tensor (shape-checked, converted to bf16/f32) and uploads it through `stage` on `stream`.
-DeviceWeights upload_weights(const ModelConfig& config, const Checkpoint& checkpoint, const LlamaFamilyOptions& options,
-                             PinnedStage& stage, CUstream stream);
+// Reads every tensor the program names (shape-checked, converted to bf16/f32) and uploads it through `stage`.
+DeviceWeights upload_weights(const ModelProgram& program, const Checkpoint& checkpoint, PinnedStage& stage,
+                             CUstream stream);
 
 }  // namespace cuda
 }  // namespace fs
