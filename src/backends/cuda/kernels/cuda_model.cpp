@@ -71,7 +71,8 @@ k::SampleRow sample_row(const RowSampling& r) {
 
 class CudaModel final : public Model {
  public:
-  CudaModel(const ModelConfig& c, std::shared_ptr<Checkpoint> ck)
+  // Weights from the checkpoint, or made on the device from `spread` when there is none.
+  CudaModel(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, const cuda::SyntheticSpread* spread = nullptr)
       : config_(c),
         ck_(std::move(ck)),
         device_(0),
@@ -81,7 +82,9 @@ class CudaModel final : public Model {
         graphs_on_(graphs_enabled()),
         program_(model_program(c, ck_.get())) {
     check_runnable(program_);
-    weights_ = cuda::upload_weights(program_, *ck_, stage_, stream_.handle());
+    weights_ = spread ? cuda::synthesize_weights(program_, *spread, stream_.handle())
+                      : cuda::upload_weights(program_, *ck_, stage_, stream_.handle());
+    stream_.synchronize();
   }
 
   ~CudaModel() override {
@@ -527,6 +530,10 @@ bool cuda_device_available() {
 
 std::unique_ptr<Model> create_cuda_model(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint) {
   return std::make_unique<CudaModel>(config, std::move(checkpoint));
+}
+
+std::unique_ptr<Model> create_synthetic_cuda_model(const ModelConfig& config, const cuda::SyntheticSpread& spread) {
+  return std::make_unique<CudaModel>(config, nullptr, &spread);
 }
 
 }  // namespace fs

@@ -1,5 +1,8 @@
 #include "backends/cuda/kernels/device_weights.h"
 
+#include "backends/cuda/kernels/fill_ops.h"
+#include "core/hash.h"
+
 #include "core/dtype.h"
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -40,10 +43,13 @@ size_t arena_bytes(const ModelProgram& p) {
   return n;
 }
 
+// Places the program's tensors in the arena: read from a checkpoint through the stage, or made on the device.
 class Uploader {
  public:
   Uploader(const Checkpoint& ck, DeviceArena& arena, PinnedStage& stage, CUstream stream)
-      : ck_(ck), arena_(arena), stage_(stage), stream_(stream) {}
+      : ck_(&ck), arena_(arena), stage_(&stage), stream_(stream) {}
+  Uploader(const SyntheticSpread& spread, DeviceArena& arena, CUstream stream)
+      : spread_(&spread), arena_(arena), stream_(stream) {}
 
   // Stacks the matrices' rows (one column count) into one bf16 device matrix.
   CUdeviceptr matrices(const std::vector<const MatrixRef*>& refs) {
@@ -54,16 +60,9 @@ class Uploader {
       for (const TensorPart& part : ref->parts) {
         if (part.shape.at(1) != refs.front()->cols())
           throw Error("matrix " + ref->what + ": stacked parts differ in columns");
-        const WeightMatrix m = load_matrix(ck_, part.name, int(part.shape[0]), int(part.shape[1]));
-        const size_t n = size_t(m.rows) * size_t(m.cols);
-        if (m.dtype == DType::BF16) {
-          stage_.upload(at, m.data, n * 2, stream_);
-        } else {
-          std::vector<uint16_t> converted(n);
-          const float* src = static_cast<const float*>(m.data);
-          for (size_t i = 0; i < n; ++i) converted[i] = f32_to_bf16(src[i]);
-          stage_.upload(at, converted.data(), n * 2, stream_);
-        }
+        const size_t n = part.elements();
+        if (spread_) synthesize(part.name, at, n, true, 0.0f);
+        else upload_matrix(part, at);
         at += n * 2;
         uploaded_ += n * 2;
       }
@@ -73,33 +72,63 @@ class Uploader {
   // The vector's floats as applied (1 + w where the program says so); 0 for an empty one.
   CUdeviceptr vector(const VectorRef& v) {
     if (v.empty()) return 0;
+    if (spread_) {
+      DeviceSpan span = arena_.allocate(size_t(v.size()) * sizeof(float), v.what);
+      CUdeviceptr at = span.ptr;
+      for (const TensorPart& part : v.parts) {
+        synthesize(part.name, at, part.elements(), false, v.plus_one ? 1.0f : 0.0f);
+        at += part.elements() * sizeof(float);
+      }
+      return span.ptr;
+    }
     std::vector<float> all;
     for (const TensorPart& part : v.parts) {
-      std::vector<float> floats = load_floats(ck_, part.name, part.shape);
+      std::vector<float> floats = load_floats(*ck_, part.name, part.shape);
       all.insert(all.end(), floats.begin(), floats.end());
     }
     if (v.plus_one) all = one_plus(std::move(all));
     DeviceSpan span = arena_.allocate(all.size() * sizeof(float), v.what);
-    stage_.upload(span.ptr, all.data(), all.size() * sizeof(float), stream_);
+    stage_->upload(span.ptr, all.data(), all.size() * sizeof(float), stream_);
     return span.ptr;
   }
 
   size_t uploaded() const { return uploaded_; }
 
  private:
-  const Checkpoint& ck_;
+  void upload_matrix(const TensorPart& part, CUdeviceptr at) {
+    const WeightMatrix m = load_matrix(*ck_, part.name, int(part.shape[0]), int(part.shape[1]));
+    const size_t n = part.elements();
+    if (m.dtype == DType::BF16) {
+      stage_->upload(at, m.data, n * 2, stream_);
+      return;
+    }
+    std::vector<uint16_t> converted(n);
+    const float* src = static_cast<const float*>(m.data);
+    for (size_t i = 0; i < n; ++i) converted[i] = f32_to_bf16(src[i]);
+    stage_->upload(at, converted.data(), n * 2, stream_);
+  }
+
+  void synthesize(const std::string& name, CUdeviceptr at, size_t n, bool bf16, float extra_offset) {
+    const auto [scale, offset] = (*spread_)(name);
+    const uint64_t seed = fnv1a64(name);
+    if (bf16) kernels::fill_uniform_bf16(reinterpret_cast<uint16_t*>(at), n, seed, scale, offset, stream_);
+    else kernels::fill_uniform_f32(reinterpret_cast<float*>(at), n, seed, scale, offset + extra_offset, stream_);
+  }
+
+  const Checkpoint* ck_ = nullptr;
+  const SyntheticSpread* spread_ = nullptr;
   DeviceArena& arena_;
-  PinnedStage& stage_;
+  PinnedStage* stage_ = nullptr;
   CUstream stream_;
   size_t uploaded_ = 0;
 };
 
 }  // namespace
 
-DeviceWeights upload_weights(const ModelProgram& p, const Checkpoint& ck, PinnedStage& stage, CUstream stream) {
+namespace {
+
+DeviceWeights place_weights(const ModelProgram& p, Uploader& up) {
   DeviceWeights w;
-  w.arena = std::make_unique<DeviceArena>(arena_bytes(p), "model weights");
-  Uploader up(ck, *w.arena, stage, stream);
   w.embed = up.matrices({&p.embed});
   w.head = p.tied() ? w.embed : up.matrices({&p.head});
   w.final_norm = up.vector(p.final_norm);
@@ -124,7 +153,25 @@ DeviceWeights upload_weights(const ModelProgram& p, const Checkpoint& ck, Pinned
     w.layers.push_back(d);
   }
   w.matrix_bytes = up.uploaded();
+  return w;
+}
+
+}  // namespace
+
+DeviceWeights upload_weights(const ModelProgram& p, const Checkpoint& ck, PinnedStage& stage, CUstream stream) {
+  auto arena = std::make_unique<DeviceArena>(arena_bytes(p), "model weights");
+  Uploader up(ck, *arena, stage, stream);
+  DeviceWeights w = place_weights(p, up);
+  w.arena = std::move(arena);
   stage.wait_idle();
+  return w;
+}
+
+DeviceWeights synthesize_weights(const ModelProgram& p, const SyntheticSpread& spread, CUstream stream) {
+  auto arena = std::make_unique<DeviceArena>(arena_bytes(p), "model weights");
+  Uploader up(spread, *arena, stream);
+  DeviceWeights w = place_weights(p, up);
+  w.arena = std::move(arena);
   return w;
 }
 

@@ -1,7 +1,10 @@
 #pragma once
 // A model program's weights uploaded once to device memory: bf16 matrices (a step's matrices stacked into one, so
 // q|k|v and gate|up each run as one GEMM) and f32 vectors.
+#include <functional>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/host/device_arena.h"
@@ -46,6 +49,11 @@ struct DeviceWeights {
 // Reads every tensor the program names (shape-checked, converted to bf16/f32) and uploads it through `stage`.
 DeviceWeights upload_weights(const ModelProgram& program, const Checkpoint& checkpoint, PinnedStage& stage,
                              CUstream stream);
+
+// {scale, offset} of a named tensor's random values; throws for a name it does not know.
+using SyntheticSpread = std::function<std::pair<float, float>(const std::string& tensor)>;
+// The program's tensors made on the device as random values (seeded by tensor name), with no checkpoint.
+DeviceWeights synthesize_weights(const ModelProgram& program, const SyntheticSpread& spread, CUstream stream);
 
 }  // namespace cuda
 }  // namespace fs
