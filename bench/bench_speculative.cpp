@@ -1,6 +1,7 @@
-// Speculative decoding on the CPU: fortune-demo alone, with the fortune-draft model and with n-gram drafting, for
-// 1 and 4 streams in one run; tok/s, acceptance, the ratio to undrafted, and the token_sha256 of every configuration's
-// replies (equal when drafting changes no bit). Prints figures; never a test.
+// Speculative decoding on the CPU: fortune-demo alone, with the fortune-draft model and with n-gram drafting, each as
+// chains and as trees (--draft-tree W), for 1 and 4 streams in one run; tok/s, acceptance, the ratio to undrafted,
+// and the token_sha256 of every configuration's replies (equal when drafting changes no bit). Prints figures; never
+// a test.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,12 +33,13 @@ struct Run {
 
 // `streams` requests over the prompts in turn, all submitted at once; greedy, no eos so every reply has max_tokens.
 Run run(fs::Model& model, const std::vector<std::vector<int32_t>>& prompts, int streams, int max_tokens,
-        std::shared_ptr<fs::Drafter> drafter, int draft_tokens) {
+        std::shared_ptr<fs::Drafter> drafter, int draft_tokens, int draft_tree) {
   fs::EngineOptions o;
   o.parallel = streams;
   o.context = 1024;
   o.drafter = std::move(drafter);
   o.draft_tokens = draft_tokens;
+  o.draft_tree = draft_tree;
   fs::Engine engine(model, o);
   std::vector<std::vector<int32_t>> replies(static_cast<size_t>(streams));
   std::vector<std::promise<void>> done(static_cast<size_t>(streams));
@@ -92,17 +94,19 @@ double window_seconds(fs::Model& model, int rows, int reps) {
 int bench(int argc, char** argv) {
   std::vector<std::string> argv_s(argv + 1, argv + argc);
   const std::string shared = std::string(FOLDSERVE_SOURCE_DIR) + "/../shared";
-  fs::cli::Args args(argv_s, {"model", "drafter", "cases", "max-tokens", "draft-tokens", "threads", "reps"}, {});
+  fs::cli::Args args(argv_s, {"model", "drafter", "cases", "max-tokens", "draft-tokens", "draft-tree", "threads", "reps"}, {});
   if (auto t = args.get("threads")) setenv("FOLDSERVE_THREADS", t->c_str(), 1);
   auto target = fs::load_model(args.get_or("model", shared + "/models/fortune-demo"), {}, "cpu");
   const std::string drafter_dir = args.get_or("drafter", shared + "/models/fortune-draft");
   const int max_tokens = int(args.get_int("max-tokens", 128));
   const int k = int(args.get_int("draft-tokens", fs::EngineOptions{}.draft_tokens));
+  const int w = int(args.get_int("draft-tree", 2));
   std::vector<std::vector<int32_t>> prompts;
   const auto cases = fs::read_json_file(args.get_or("cases", shared + "/reference/fortune-demo/cases.json"));
   for (const auto& c : cases["cases"]) prompts.push_back(c["ids"].get<std::vector<int32_t>>());
-  std::printf("target %s  drafter %s  threads %d  max_tokens %d  draft_tokens %d\n", target->name.c_str(),
-              drafter_dir.c_str(), fs::ThreadPool::global().size(), max_tokens, k);
+  std::printf("target %s  drafter %s  threads %d  max_tokens %d  draft_tokens %d  draft_tree %d%s\n",
+              target->name.c_str(), drafter_dir.c_str(), fs::ThreadPool::global().size(), max_tokens, k, w,
+              target->model->supports_row_parents() ? "" : " (the target has no row parents: trees run as chains)");
   const int reps = int(args.get_int("reps", 5));
   auto draft_model = fs::load_model(drafter_dir, {}, "cpu");
   const double one_row = window_seconds(*target->model, 1, 20);
@@ -111,28 +115,38 @@ int bench(int argc, char** argv) {
   for (int rows : {2, 3, 4, 5, 8, 16})
     std::printf("target verify window of %2d rows: %.2f x a one-row step\n", rows,
                 window_seconds(*target->model, rows, 20) / one_row);
-  run(*target->model, prompts, 1, 16, nullptr, k);  // warm-up
+  for (int rows : {1 + 2 * k, 1 + 3 * k})
+    std::printf("target tree window of %2d rows: %.2f x a one-row step\n", rows,
+                window_seconds(*target->model, rows, 20) / one_row);
+  run(*target->model, prompts, 1, 16, nullptr, k, 1);  // warm-up
   // Configurations interleaved `reps` times, best of each: the machine's other load hits them alike.
   for (int streams : {1, 4}) {
-    const std::vector<std::string> kinds = {"", drafter_dir, "ngram"};
+    struct Kind {
+      std::string drafter;
+      int tree;
+    };
+    const std::vector<Kind> kinds = {{"", 1}, {drafter_dir, 1}, {drafter_dir, w}, {"ngram", 1}, {"ngram", w}};
     std::vector<Run> best(kinds.size());
     for (int r = 0; r < reps; ++r)
       for (size_t c = 0; c < kinds.size(); ++c) {
-        auto drafter = kinds[c].empty() ? nullptr : fs::load_drafter(kinds[c], *target, streams, 1024);
-        Run x = run(*target->model, prompts, streams, max_tokens, drafter, k);
+        const Kind& kind = kinds[c];
+        auto drafter = kind.drafter.empty() ? nullptr : fs::load_drafter(kind.drafter, *target, streams, 1024);
+        Run x = run(*target->model, prompts, streams, max_tokens, drafter, k, kind.tree);
         if (r == 0 || x.seconds < best[c].seconds) best[c] = x;
       }
     const Run& base = best[0];
     const double base_rate = double(base.tokens) / base.seconds;
-    std::printf("streams %d  undrafted      %7.1f tok/s                                      token_sha256 %s\n",
+    std::printf("streams %d  undrafted            %7.1f tok/s                                      token_sha256 %s\n",
                 streams, base_rate, base.sha.c_str());
     for (size_t c = 1; c < kinds.size(); ++c) {
-      const std::string& which = kinds[c];
+      const Kind& kind = kinds[c];
       const Run& d = best[c];
       const double rate = double(d.tokens) / d.seconds;
       const auto& s = d.stats;
-      std::printf("streams %d  %-14s %7.1f tok/s  x%.2f  acceptance %.2f  kept/window %.2f  token_sha256 %s%s\n",
-                  streams, which == "ngram" ? "ngram" : "fortune-draft", rate, rate / base_rate,
+      const std::string label = std::string(kind.drafter == "ngram" ? "ngram" : "fortune-draft") +
+                                (kind.tree > 1 ? " tree " + std::to_string(kind.tree) : "");
+      std::printf("streams %d  %-20s %7.1f tok/s  x%.2f  acceptance %.2f  kept/window %.2f  token_sha256 %s%s\n",
+                  streams, label.c_str(), rate, rate / base_rate,
                   s.drafted_tokens ? double(s.accepted_tokens) / double(s.drafted_tokens) : 0.0,
                   s.draft_windows ? double(s.accepted_tokens) / double(s.draft_windows) : 0.0, d.sha.c_str(),
                   d.sha == base.sha ? "" : "  DIFFERS");

@@ -1,6 +1,6 @@
 #pragma once
 // Speculative-decoding flags of run and serve: --drafter DIR (a small model with the same tokenizer), --draft ngram
-// (prompt lookup), --draft-tokens K.
+// (prompt lookup), --draft-tokens K, --draft-tree W (1..8: the drafter's W choices per depth, verified as a tree).
 #include <set>
 #include <string>
 
