@@ -1,6 +1,4 @@
 // Chooses the backend a model runs on.
-#include <cstdio>
-
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "models/model.h"
@@ -24,16 +22,6 @@ std::unique_ptr<Model> create_model_on(const std::string& device, const ModelCon
   if (device != "auto" && device != "cpu" && device != "cuda")
     throw Error("device must be auto, cpu or cuda (got '" + device + "')");
 #ifdef FOLDSERVE_WITH_CUDA
-  // The CUDA runner has no kernels for recurrent (linear-attention) layers yet: such a model runs on the CPU.
-  if (memory_spec_for(config).has_state() && device != "cpu") {
-    if (device == "cuda")
-      throw Error(config.architecture + " has recurrent (Gated DeltaNet) layers, which the CUDA backend does not "
-                  "run yet; use --device cpu");
-    if (cuda_backend_available())
-      std::fprintf(stderr, "foldserve: %s has recurrent (Gated DeltaNet) layers, which the CUDA backend does not "
-                   "run yet; running on the CPU\n", config.architecture.c_str());
-    return create_model(config, std::move(checkpoint));
-  }
   if (device == "cuda" || (device == "auto" && cuda_backend_available()))
     return create_cuda_model(config, std::move(checkpoint));
 #else

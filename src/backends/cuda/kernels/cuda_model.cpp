@@ -16,7 +16,10 @@
 #include "backends/cuda/host/graph.h"
 #include "backends/cuda/host/stream.h"
 #include "backends/cuda/kernels/cuda_model.h"
+#include "backends/cuda/kernels/deltanet_ops.h"
+#include "backends/cuda/kernels/device_state_slots.h"
 #include "backends/cuda/kernels/device_weights.h"
+#include "backends/cuda/kernels/gated_attention_ops.h"
 #include "backends/cuda/kernels/ops.h"
 #include "backends/cuda/kernels/sample_ops.h"
 #include "core/dtype.h"
@@ -49,6 +52,7 @@ struct Plan : cuda::PassRows {
   int logit_rows = 0;
   bool decode_only = true;  // every chunk is one token with its logits
   std::vector<std::pair<int, const float*>> image_rows;
+  cuda::StateRows state;  // models with recurrent layers: each chunk's sequence and snapshots
 };
 
 // Graphs for decode rounds unless FOLDSERVE_CUDA_GRAPHS=0.
@@ -80,7 +84,8 @@ class CudaModel final : public Model {
         stage_(pinned_, kStageBytes, "CUDA upload stage"),
         downloader_(device_, pinned_),
         graphs_on_(graphs_enabled()),
-        program_(model_program(c, ck_.get())) {
+        program_(model_program(c, ck_.get())),
+        states_(program_.memory.state_floats) {
     check_runnable(program_);
     weights_ = spread ? cuda::synthesize_weights(program_, *spread, stream_.handle())
                       : cuda::upload_weights(program_, *ck_, stage_, stream_.handle());
@@ -132,6 +137,12 @@ class CudaModel final : public Model {
       kv_ = std::make_unique<cuda::DeviceArena>(bytes, "KV cache");
       kv_base_ = kv_->allocate(bytes, "KV pages").ptr;
     }
+    if (has_state()) {
+      if (pool.state_floats() != program_.memory.state_floats)
+        throw Error("the pool's state slots do not fit this model's recurrent state");
+      stream_.synchronize();
+      states_.attach(pool.state_slots_total());
+    }
     stream_.synchronize();
     for (auto& g : graphs_) g.reset();
     decode_scratch_.reset();
@@ -181,6 +192,16 @@ class CudaModel final : public Model {
       }
   }
 
+  void save_state(KvPool& pool, int32_t slot, float* dst) override {
+    ensure_pool(pool);
+    states_.save(slot, dst, downloader_, stream_.handle());
+  }
+
+  void load_state(KvPool& pool, int32_t slot, const float* src) override {
+    ensure_pool(pool);
+    states_.load(slot, src, stage_, stream_.handle());
+  }
+
   void load_kv_page(KvPool& pool, int32_t page, const float* src) override {
     ensure_pool(pool);
     const size_t n = size_t(page_tokens_) * size_t(pool.row_floats());
@@ -196,12 +217,12 @@ class CudaModel final : public Model {
  private:
   // The steps this runner has kernels for; anything else is refused naming the step.
   static void check_runnable(const ModelProgram& p) {
-    for (const LayerProgram& L : p.layers) {
-      if (L.deltanet) throw Error("the CUDA runner has no kernels for Gated DeltaNet layers (" + p.family + ")");
-      if (L.attention->output_gate || L.attention->rotary_dim != L.attention->head_dim)
-        throw Error("the CUDA runner has no kernels for gated or partial-rotary attention (" + p.family + ")");
-    }
+    for (const LayerProgram& L : p.layers)
+      if (L.attention && !L.attention->output_gate && L.attention->rotary_dim != L.attention->head_dim)
+        throw Error("the CUDA runner has no kernel for partial rotary without an output gate (" + p.family + ")");
   }
+
+  bool has_state() const { return program_.memory.has_state(); }
 
   int kv_layers() const { return program_.memory.kv_layers; }
   int rotary_half() const { return program_.rotary.rotary_dim / 2; }
@@ -218,8 +239,20 @@ class CudaModel final : public Model {
   Plan plan(std::span<const SequenceChunk> chunks) const {
     Plan p;
     const int P = page_tokens_;
-    for (const auto& ch : chunks) {
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      const SequenceChunk& ch = chunks[c];
       check_chunk_fits(ch, P);
+      if (has_state()) {
+        if (ch.state_slot < 0) throw Error("a chunk of a recurrent model carries no state slot");
+        for (size_t d = 0; d < c; ++d)
+          if (chunks[d].state_slot == ch.state_slot) throw Error("two chunks of one forward pass share a state slot");
+        for (size_t i = 0; i < ch.state_snapshots.size(); ++i) {
+          const int at = ch.state_snapshots[i].position, end = ch.start_pos + int(ch.tokens.size());
+          if (at <= ch.start_pos || at > end || (i > 0 && at <= ch.state_snapshots[i - 1].position))
+            throw Error("state snapshots must fall inside their chunk, in ascending order");
+        }
+        p.state.add_chunk(ch, p.rows, states_.slot_floats(ch.state_slot), states_.state_floats());
+      }
       for (int32_t page : ch.pages)
         if (page < 0 || size_t(page) * size_t(P) >= pool_slots_) throw Error("KV page id outside the pool");
       const int32_t table = int32_t(p.pages.size());
@@ -246,33 +279,48 @@ class CudaModel final : public Model {
   }
 
   // Device buffers of one pass: activations for T rows, logits and ids for R logit rows, the metadata block.
+  // act: bf16 input of o/down/out GEMMs; qkv: a mixer's projection; q: attention queries or the conv output;
+  // gu: gate|up, the attention output gate or the DeltaNet core output; desc: DeltaNet sequence descriptors.
   struct Scratch {
-    CUdeviceptr x, xn, act, qkv, q, gu, states, lastn, logits, ids, meta;
+    CUdeviceptr x, xn, act, qkv, q, gu, states, lastn, logits, ids, meta, desc;
   };
 
-  // The widest projection and attention output over the program's layers.
+  // The widest buffer each mixer needs per row over the program's layers (floats or bf16 elements).
   struct Widths {
-    size_t qkv = 0, q = 0;
+    size_t act = 0, qkv = 0, q = 0, gu = 0;
   };
   Widths widths() const {
-    Widths w;
-    for (const LayerProgram& L : program_.layers)
-      if (L.attention) {
-        w.qkv = std::max(w.qkv, size_t(L.attention->qkv.rows()));
-        w.q = std::max(w.q, size_t(L.attention->heads) * size_t(L.attention->head_dim));
+    const size_t F = size_t(config_.intermediate_size);
+    Widths w{F, 0, 0, 2 * F};
+    for (const LayerProgram& L : program_.layers) {
+      if (const auto& a = L.attention) {
+        const size_t Q = size_t(a->heads) * size_t(a->head_dim);
+        w.act = std::max(w.act, Q);
+        w.qkv = std::max(w.qkv, size_t(a->qkv.rows()));
+        w.q = std::max(w.q, Q);
+        w.gu = std::max(w.gu, Q);
       }
+      if (const auto& d = L.deltanet) {
+        const DeltaNetShape& s = d->shape;
+        const size_t C = size_t(s.conv_channels()), V = size_t(s.value_channels());
+        w.act = std::max(w.act, V);
+        w.qkv = std::max(w.qkv, C + V + 2 * size_t(s.value_heads));
+        w.q = std::max(w.q, C);
+        w.gu = std::max(w.gu, V);
+      }
+    }
     return w;
   }
 
   std::vector<size_t> scratch_sizes(int T, int R, size_t meta_bytes) const {
     const ModelConfig& c = config_;
     const Widths w = widths();
-    const size_t H = size_t(c.hidden_size), F = size_t(c.intermediate_size);
+    const size_t H = size_t(c.hidden_size);
     const size_t t = size_t(T), r = size_t(R);
-    return {t * H * 4,       t * H * 2,          t * std::max(w.q, F) * 2,
-            t * w.qkv * 4,   t * w.q * 4,        t * 2 * F * 4,
+    return {t * H * 4,       t * H * 2,          t * w.act * 2,
+            t * w.qkv * 4,   t * w.q * 4,        t * w.gu * 4,
             t * H * 4,       r * H * 2,          r * size_t(c.vocab_size) * 4,
-            r * 4,           meta_bytes};
+            r * 4,           meta_bytes,         has_state() ? cuda::StateRows::descriptor_bytes(T) : 0};
   }
 
   static size_t scratch_need(const std::vector<size_t>& sizes) {
@@ -283,9 +331,9 @@ class CudaModel final : public Model {
 
   static Scratch carve(cuda::DeviceArena& arena, const std::vector<size_t>& sizes) {
     arena.release_to(0);
-    CUdeviceptr p[11];
+    CUdeviceptr p[12];
     for (size_t i = 0; i < sizes.size(); ++i) p[i] = arena.allocate(std::max<size_t>(sizes[i], 16), "scratch").ptr;
-    return {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10]};
+    return {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]};
   }
 
   // Scratch of an eager pass, grown when a pass needs more.
@@ -342,6 +390,11 @@ class CudaModel final : public Model {
     return block;
   }
 
+  void upload_descriptors(const cuda::StateRows& rows, int T, const Scratch& s, cuda::CUstream st) {
+    const std::vector<unsigned char> block = rows.descriptors(T);
+    stage_.upload(s.desc, block.data(), block.size(), st);
+  }
+
   void append_download(std::vector<float>& out, CUdeviceptr src, size_t floats) {
     size_t n = out.size();
     out.resize(n + floats);
@@ -350,15 +403,63 @@ class CudaModel final : public Model {
 
   // Queues the pass over T rows and R logit rows reading the metadata at s.meta laid out by L; with `sample` the
   // sampler writes one id (or -1) per logit row. Eager passes may also upload image rows and download states.
+  // Where one pass's rows read their metadata and (recurrent models) their sequences.
+  struct PassInputs {
+    const int32_t *slot, *keys, *table, *pages;
+    const float *cos, *sin;
+    int sequences;           // DeltaNet sequences in the descriptor block
+    float* snapshots;        // device snapshot buffer of the pass's taps, or null
+  };
+
+  // x += o(attention(q/k/v of xn)), gated by sigmoid(gate) when the step has an output gate.
+  void attention_mixer(const Scratch& s, const AttentionStep& a, const cuda::DeviceAttention& A, const PassInputs& in,
+                       int T, cuda::CUstream st) {
+    const int H = config_.hidden_size, hd = a.head_dim, Q = a.heads * hd;
+    const k::HeadShape shape{a.heads, a.kv_heads, hd};
+    const k::PagedKv kv{at<uint16_t>(side_base(a.kv_layer, 0)), at<uint16_t>(side_base(a.kv_layer, 1)), in.slot,
+                        in.keys, in.table, in.pages, page_tokens_};
+    const float* q_norm = A.q_norm ? at<float>(A.q_norm) : nullptr;
+    const float* k_norm = A.k_norm ? at<float>(A.k_norm) : nullptr;
+    k::gemm(at<uint16_t>(s.xn), at<uint16_t>(A.wqkv), A.qkv_bias ? at<float>(A.qkv_bias) : nullptr, at<float>(s.qkv),
+            T, a.qkv.rows(), H, false, st);
+    if (a.output_gate)
+      k::gated_qkv_rope_store(at<float>(s.qkv), T, shape, a.rotary_dim, q_norm, k_norm, program_.eps, in.cos, in.sin,
+                              kv, at<float>(s.q), at<float>(s.gu), st);
+    else
+      k::qkv_rope_store(at<float>(s.qkv), T, shape, q_norm, k_norm, program_.eps, in.cos, in.sin, kv, at<float>(s.q),
+                        st);
+    k::attention(at<float>(s.q), T, shape, kv, 1.0f / std::sqrt(float(hd)), at<uint16_t>(s.act), st);
+    if (a.output_gate) k::output_gate(at<uint16_t>(s.act), at<float>(s.gu), T, Q, st);
+    k::gemm(at<uint16_t>(s.act), at<uint16_t>(A.wo), nullptr, at<float>(s.x), T, H, Q, true, st);
+  }
+
+  // x += out(gated norm(delta rule(conv(qkv of xn)))), each sequence through its own state slot.
+  void deltanet_mixer(const Scratch& s, const DeltaNetStep& d, const cuda::DeviceDeltaNet& D, const PassInputs& in,
+                      int T, cuda::CUstream st) {
+    const DeltaNetShape& sh = d.shape;
+    const int H = config_.hidden_size, C = sh.conv_channels(), V = sh.value_channels(), nv = sh.value_heads;
+    const int W = C + V + 2 * nv;  // the fused projection: qkv | z | b | a
+    const auto* desc = at<k::DeltaNetSeq>(s.desc);
+    const k::DeltaNetBatch batch{desc, in.sequences,
+                                 reinterpret_cast<const k::DeltaNetSnapshot*>(s.desc + cuda::StateRows::taps_offset(T)),
+                                 states_.base() + d.state_offset, in.snapshots ? in.snapshots + d.state_offset : nullptr};
+    const float* fused = at<float>(s.qkv);
+    k::gemm(at<uint16_t>(s.xn), at<uint16_t>(D.w_in), nullptr, at<float>(s.qkv), T, W, H, false, st);
+    k::deltanet_conv(fused, W, T, at<float>(D.conv), sh, batch, at<float>(s.q), st);
+    k::deltanet_recurrence(at<float>(s.q), T, fused + C + V, fused + C + V + nv, W, at<float>(D.a_log),
+                           at<float>(D.dt_bias), sh, batch, at<float>(s.gu), st);
+    k::deltanet_gated_norm(at<float>(s.gu), fused + C, W, at<float>(D.norm), T, sh, at<uint16_t>(s.act), st);
+    k::gemm(at<uint16_t>(s.act), at<uint16_t>(D.w_out), nullptr, at<float>(s.x), T, H, V, true, st);
+  }
+
   void enqueue(const Scratch& s, const cuda::MetaLayout& L, int T, int R, bool sample, const Plan* images,
-               std::vector<float>* states, cuda::CUstream st) {
+               std::vector<float>* states, int sequences, float* snapshots, cuda::CUstream st) {
     const ModelConfig& c = config_;
     const int H = c.hidden_size, F = c.intermediate_size;
     const int32_t* meta = at<int32_t>(s.meta);
-    const int32_t *tokens = meta + L.tokens, *slot = meta + L.slot, *keys = meta + L.keys, *table = meta + L.table;
-    const int32_t *logit_rows = meta + L.logits, *pages = meta + L.pages;
-    const float* cosd = at<float>(s.meta) + L.cos;
-    const float* sind = at<float>(s.meta) + L.sin;
+    const int32_t *tokens = meta + L.tokens, *logit_rows = meta + L.logits;
+    const PassInputs in{meta + L.slot,       meta + L.keys,         meta + L.table, meta + L.pages,
+                        at<float>(s.meta) + L.cos, at<float>(s.meta) + L.sin, sequences, snapshots};
     const auto* params = reinterpret_cast<const k::SampleRow*>(meta + L.sample);
 
     k::embedding(at<uint16_t>(weights_.embed), tokens, T, H, at<float>(s.x), st);
@@ -372,18 +473,8 @@ class CudaModel final : public Model {
       const cuda::DeviceLayer& Ly = weights_.layers[size_t(li)];
       const LayerProgram& lp = program_.layers[size_t(li)];
       k::rmsnorm_bf16(at<float>(s.x), nullptr, at<float>(Ly.norm), T, H, eps, at<uint16_t>(s.xn), st);
-      const AttentionStep& a = *lp.attention;
-      const int hd = a.head_dim, Q = a.heads * hd;
-      const k::HeadShape shape{a.heads, a.kv_heads, hd};
-      const k::PagedKv kv{at<uint16_t>(side_base(a.kv_layer, 0)), at<uint16_t>(side_base(a.kv_layer, 1)), slot, keys,
-                          table, pages, page_tokens_};
-      const cuda::DeviceAttention& A = Ly.attention;
-      k::gemm(at<uint16_t>(s.xn), at<uint16_t>(A.wqkv), A.qkv_bias ? at<float>(A.qkv_bias) : nullptr,
-              at<float>(s.qkv), T, a.qkv.rows(), H, false, st);
-      k::qkv_rope_store(at<float>(s.qkv), T, shape, A.q_norm ? at<float>(A.q_norm) : nullptr,
-                        A.k_norm ? at<float>(A.k_norm) : nullptr, eps, cosd, sind, kv, at<float>(s.q), st);
-      k::attention(at<float>(s.q), T, shape, kv, 1.0f / std::sqrt(float(hd)), at<uint16_t>(s.act), st);
-      k::gemm(at<uint16_t>(s.act), at<uint16_t>(A.wo), nullptr, at<float>(s.x), T, H, Q, true, st);
+      if (lp.deltanet) deltanet_mixer(s, *lp.deltanet, Ly.deltanet, in, T, st);
+      else attention_mixer(s, *lp.attention, Ly.attention, in, T, st);
       k::rmsnorm_bf16(at<float>(s.x), nullptr, at<float>(Ly.mlp_norm), T, H, eps, at<uint16_t>(s.xn), st);
       k::gemm(at<uint16_t>(s.xn), at<uint16_t>(Ly.wgate_up), nullptr, at<float>(s.gu), T, 2 * F, H, false, st);
       k::swiglu(at<float>(s.gu), T, F, at<uint16_t>(s.act), st);
@@ -417,11 +508,16 @@ class CudaModel final : public Model {
   // Pads a decode round to `bucket` rows, uploads its metadata into the fixed buffers and replays (or first
   // captures) the bucket's graph; returns the scratch holding its ids and logits.
   const Scratch& run_decode_round(Plan& p, int bucket, std::span<const RowSampling> rows, cuda::CUstream st) {
+    const int real_rows = p.rows;
     cuda::pad_decode_rows(p, bucket, dummy_page_, page_tokens_);
     const cuda::MetaLayout L = cuda::meta_layout(p.rows, int(p.logits.size()), rotary_half(), kSampleWords);
     const std::vector<uint32_t> block = meta_block(p, L, rows);
     const Scratch& s = decode_scratch();
     stage_.upload(s.meta, block.data(), block.size() * 4, st);
+    if (has_state()) {
+      p.state.add_padding(real_rows, bucket - real_rows, states_.padding_floats());
+      upload_descriptors(p.state, bucket, s, st);
+    }
     launch_decode(bucket, s, L, st);
     return s;
   }
@@ -434,11 +530,11 @@ class CudaModel final : public Model {
       graph->launch(st);
       return;
     }
-    enqueue(s, L, bucket, bucket, true, nullptr, nullptr, st);
+    enqueue(s, L, bucket, bucket, true, nullptr, nullptr, bucket, nullptr, st);
     stream_.synchronize();
     try {
       graph = std::make_unique<cuda::CapturedGraph>(
-          st, [&] { enqueue(s, L, bucket, bucket, true, nullptr, nullptr, st); });
+          st, [&] { enqueue(s, L, bucket, bucket, true, nullptr, nullptr, bucket, nullptr, st); });
     } catch (const std::exception& e) {
       std::fprintf(stderr, "foldserve: CUDA graph capture failed (%s); decode rounds run without graphs\n", e.what());
       graphs_on_ = false;
@@ -462,7 +558,7 @@ class CudaModel final : public Model {
     const cuda::CUstream st = stream_.handle();
     const int bucket = cuda::decode_bucket(T);
     const bool graph = graphs_on_ && !states && p.decode_only && R == T && bucket > 0 &&
-                       p.pages.size() + 1 <= decode_page_capacity();
+                       p.pages.size() + 1 <= decode_page_capacity() && p.state.taps.empty();
     Scratch eager{};
     const Scratch* sp = &eager;
     if (graph) {
@@ -472,7 +568,13 @@ class CudaModel final : public Model {
       const std::vector<uint32_t> block = meta_block(p, L, rows);
       eager = scratch(T, R, block.size() * 4);
       stage_.upload(eager.meta, block.data(), block.size() * 4, st);
-      enqueue(eager, L, T, R, any_device, &p, states, st);
+      float* snapshots = nullptr;
+      if (has_state()) {
+        upload_descriptors(p.state, T, eager, st);
+        snapshots = states_.snapshot_buffer(p.state.taps.size(), st);
+      }
+      enqueue(eager, L, T, R, any_device, &p, states, int(p.state.seqs.size()), snapshots, st);
+      if (!p.state.taps.empty()) states_.deliver_snapshots(p.state, downloader_, st);
     }
     if (R == 0) {
       stream_.synchronize();
@@ -511,6 +613,7 @@ class CudaModel final : public Model {
   int32_t dummy_page_ = 0;
   bool graphs_on_ = true;
   ModelProgram program_;
+  cuda::DeviceStateSlots states_;
   std::unique_ptr<cuda::DeviceArena> decode_scratch_;
   Scratch decode_{};
   std::array<std::unique_ptr<cuda::CapturedGraph>, std::size(cuda::kDecodeBuckets)> graphs_;
