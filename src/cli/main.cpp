@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/host/nccl_table.h"
 #include "cli/command.h"
 #include "core/error.h"
 
@@ -21,7 +22,7 @@ std::map<std::string, Command>& commands() {
 static void print_usage() {
   std::printf("usage: foldserve COMMAND [options]\n\ncommands:\n");
   for (const auto& [name, cmd] : commands()) std::printf("  %-16s %s\n", name.c_str(), cmd.summary.c_str());
-  std::printf("\nfoldserve --version prints the version and the compiled-in backends.\n");
+  std::printf("\nfoldserve --version prints the version, the compiled-in backends and the NCCL found.\n");
 }
 
 }  // namespace fs::cli
@@ -33,7 +34,8 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "--version")) {
-    std::printf("foldserve %s\nbackends: %s\n", FOLDSERVE_VERSION, FOLDSERVE_BACKENDS);
+    std::printf("foldserve %s\nbackends: %s\nnccl: %s\n", FOLDSERVE_VERSION, FOLDSERVE_BACKENDS,
+                fs::cuda::nccl_description().c_str());
     return 0;
   }
   auto it = commands().find(argv[1]);

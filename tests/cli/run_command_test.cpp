@@ -15,10 +15,11 @@ namespace {
 
 std::string foldserve(const std::string& args) { return shell_quote(foldserve_binary()) + " " + args; }
 
-TEST(Cli, VersionNamesTheBackends) {
+TEST(Cli, VersionNamesTheBackendsAndNccl) {
   auto r = run_command(foldserve("--version"));
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("backends: cpu"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nnccl: "), std::string::npos) << r.out;
 }
 
 TEST(Cli, ChatWithTheBuiltInModelGivesTheReferenceReplies) {

@@ -2,6 +2,7 @@
 #include "fake_nccl.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -25,13 +26,13 @@ NcclTable make_table() {
     *version = 22707;
     return ncclSuccess;
   };
-  t.get_unique_id = [](ncclUniqueId* id) {
-    std::memset(id, 0, sizeof(*id));
-    return ncclSuccess;
+  t.get_unique_id = [](ncclUniqueId* id) { return active().unique_id(id); };
+  t.comm_init_rank = [](ncclComm_t* comm, int ranks, ncclUniqueId id, int rank) {
+    return active().init_rank(comm, ranks, id, rank);
   };
-  t.comm_init_rank = [](ncclComm_t*, int, ncclUniqueId, int) { return ncclInvalidUsage; };
   t.comm_init_all = [](ncclComm_t* comms, int devices, const int*) { return active().init_all(comms, devices); };
-  t.comm_destroy = [](ncclComm_t comm) { return active().destroy(comm); };
+  t.comm_destroy = [](ncclComm_t comm) { return active().destroy(comm, nccl_symbol::comm_destroy); };
+  t.comm_abort = [](ncclComm_t comm) { return active().destroy(comm, nccl_symbol::comm_abort); };
   t.comm_get_async_error = [](ncclComm_t comm, ncclResult_t* error) { return active().async_error(comm, error); };
   t.get_error_string = [](ncclResult_t result) -> const char* {
     switch (result) {
@@ -108,6 +109,30 @@ FakeNccl::Comm* FakeNccl::find(ncclComm_t comm) {
   return it == comms_.end() ? nullptr : it->second.get();
 }
 
+ncclResult_t FakeNccl::unique_id(ncclUniqueId* id) {
+  std::lock_guard lock(mutex_);
+  std::memset(id, 0, sizeof(*id));
+  std::snprintf(id->internal, sizeof(id->internal), "fake-nccl-%zu", cliques_by_id_.size());
+  auto clique = std::make_unique<Clique>();
+  cliques_by_id_[id->internal] = clique.get();
+  cliques_.push_back(std::move(clique));
+  return ncclSuccess;
+}
+
+ncclResult_t FakeNccl::init_rank(ncclComm_t* comm, int ranks, const ncclUniqueId& id, int rank) {
+  std::lock_guard lock(mutex_);
+  auto found = cliques_by_id_.find(std::string(id.internal, strnlen(id.internal, sizeof(id.internal))));
+  if (found == cliques_by_id_.end() || ranks < 1 || rank < 0 || rank >= ranks) return ncclInvalidArgument;
+  Clique* clique = found->second;
+  if (clique->ranks != 0 && clique->ranks != ranks) return ncclInvalidUsage;
+  clique->ranks = ranks;
+  auto made = std::make_unique<Comm>(Comm{clique, rank});
+  *comm = reinterpret_cast<ncclComm_t>(made.get());
+  comms_[*comm] = std::move(made);
+  record(rank, nccl_symbol::comm_init_rank);
+  return ncclSuccess;
+}
+
 ncclResult_t FakeNccl::init_all(ncclComm_t* comms, int devices) {
   std::lock_guard lock(mutex_);
   if (devices < 1) return ncclInvalidArgument;
@@ -123,11 +148,11 @@ ncclResult_t FakeNccl::init_all(ncclComm_t* comms, int devices) {
   return ncclSuccess;
 }
 
-ncclResult_t FakeNccl::destroy(ncclComm_t comm) {
+ncclResult_t FakeNccl::destroy(ncclComm_t comm, const char* symbol) {
   std::lock_guard lock(mutex_);
   Comm* c = find(comm);
   if (!c) return ncclInvalidArgument;
-  record(c->rank, nccl_symbol::comm_destroy);
+  record(c->rank, symbol);
   comms_.erase(comm);
   return ncclSuccess;
 }

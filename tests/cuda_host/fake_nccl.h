@@ -2,7 +2,8 @@
 // A fake NCCL for host tests: N ranks in one process whose buffers are host memory. Each rank calls from its own
 // thread; a collective blocks until every rank of the clique has made its matching call (the k-th collective of each
 // rank), then runs on the host and returns. Calls are recorded per rank in order, and a rank can be made to fail its
-// next collective: it returns the error and its peers' matching calls return ncclRemoteError.
+// next collective: it returns the error and its peers' matching calls return ncclRemoteError. Cliques are made whole by
+// ncclCommInitAll, or rank by rank with ncclCommInitRank on an id from ncclGetUniqueId.
 #include <condition_variable>
 #include <cstddef>
 #include <map>
@@ -38,8 +39,10 @@ class FakeNccl {
     std::size_t next_round = 0;
     ncclResult_t async_error = ncclSuccess;
   };
+  ncclResult_t unique_id(ncclUniqueId* id);
+  ncclResult_t init_rank(ncclComm_t* comm, int ranks, const ncclUniqueId& id, int rank);
   ncclResult_t init_all(ncclComm_t* comms, int devices);
-  ncclResult_t destroy(ncclComm_t comm);
+  ncclResult_t destroy(ncclComm_t comm, const char* symbol);
   ncclResult_t async_error(ncclComm_t comm, ncclResult_t* error);
   ncclResult_t collective(const char* symbol, ncclComm_t comm, const void* send, void* recv, std::size_t count,
                           ncclDataType_t type);
@@ -53,6 +56,7 @@ class FakeNccl {
   mutable std::mutex mutex_;
   std::condition_variable arrived_;
   std::vector<std::unique_ptr<Clique>> cliques_;
+  std::map<std::string, Clique*> cliques_by_id_;
   std::map<ncclComm_t, std::unique_ptr<Comm>> comms_;
   std::map<int, std::vector<std::string>> calls_;
   std::map<int, ncclResult_t> failures_;

@@ -5,6 +5,8 @@
 
 #include <functional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "fake_nccl.h"
@@ -58,6 +60,37 @@ TEST(NcclTable, FailureNamesTheCallTheSubjectAndNcclsText) {
             "ncclAllGather failed for rank 1 of 2: remote process "
             "exited or there was a network error (6)");
   EXPECT_EQ(message_of([] { check_nccl(ncclSuccess, nccl_symbol::all_gather); }), "");
+}
+
+TEST(NcclTable, DescriptionNamesTheVersionOrWhyThereIsNone) {
+  test::FakeNccl fake;
+  EXPECT_EQ(nccl_description(), "2.27.7");
+  NcclTable missing;
+  missing.get_version = [](int*) { return ncclSystemError; };
+  missing.get_error_string = [](ncclResult_t) { return "unhandled system error"; };
+  ScopedNcclTable installed(missing);
+  EXPECT_EQ(nccl_description(), "not available (ncclGetVersion failed: unhandled system error (2))");
+}
+
+TEST(FakeNccl, RanksJoinedByUniqueIdGatherTogether) {
+  test::FakeNccl fake;
+  ncclUniqueId id;
+  ASSERT_EQ(nccl().get_unique_id(&id), ncclSuccess);
+  std::vector<ncclComm_t> comms(2);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(nccl().comm_init_rank(&comms[size_t(r)], 2, id, r), ncclSuccess);
+  std::vector<std::vector<float>> out(2, std::vector<float>(4));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      const float mine[2] = {float(r), float(10 + r)};
+      EXPECT_EQ(nccl().all_gather(mine, out[size_t(r)].data(), 2, ncclFloat32, comms[size_t(r)], nullptr), ncclSuccess);
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& o : out) EXPECT_EQ(o, (std::vector<float>{0, 10, 1, 11}));
+  for (ncclComm_t c : comms) EXPECT_EQ(nccl().comm_destroy(c), ncclSuccess);
+  ncclComm_t stranger;
+  ncclUniqueId unknown{};
+  EXPECT_EQ(nccl().comm_init_rank(&stranger, 2, unknown, 0), ncclInvalidArgument);
 }
 
 TEST(NcclTable, ScopedTableIsCurrentOnlyWhileAlive) {

@@ -141,6 +141,20 @@ TEST(TensorParallelGroup, AFailingRankIsAnErrorNamingItAndItsPeersSeeARemoteErro
       << checks[1];
 }
 
+TEST(TensorParallelGroup, AFailedGroupAbortsItsCommunicatorsInsteadOfDestroyingThem) {
+  FakeNccl fake;
+  {
+    TensorParallelGroup group({0, 1}, host_rank_sum());
+    fake.fail_next_collective(0);
+    on_every_rank(2, [&](int rank) {
+      std::vector<float> buffer(4), gathered(8);
+      group.all_reduce(rank, buffer.data(), gathered.data(), 4, nullptr);
+    });
+  }
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(fake.calls(r).back(), "ncclCommAbort") << "rank " << r;
+  EXPECT_EQ(fake.live_comms(), 0u);
+}
+
 TEST(TensorParallelGroup, RanksCallingDifferentCollectivesIsAnError) {
   FakeNccl fake;
   TensorParallelGroup group({0, 1}, host_rank_sum());

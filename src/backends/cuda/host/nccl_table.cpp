@@ -34,6 +34,16 @@ std::string nccl_version_text(int code) {
   return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
 }
 
+std::string nccl_description() {
+  try {
+    int code = 0;
+    check_nccl(nccl().get_version(&code), nccl_symbol::get_version);
+    return nccl_version_text(code);
+  } catch (const Error& e) {
+    return std::string("not available (") + e.what() + ")";
+  }
+}
+
 void check_nccl(ncclResult_t result, const char* call, const std::string& what) {
   if (result == ncclSuccess) return;
   const NcclTable& table = nccl();

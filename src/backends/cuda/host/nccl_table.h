@@ -15,6 +15,7 @@ namespace fs::cuda {
   X(comm_init_rank, "ncclCommInitRank", ncclResult_t, (ncclComm_t * comm, int ranks, ncclUniqueId id, int rank)) \
   X(comm_init_all, "ncclCommInitAll", ncclResult_t, (ncclComm_t * comms, int devices, const int* device_list))   \
   X(comm_destroy, "ncclCommDestroy", ncclResult_t, (ncclComm_t comm))                                            \
+  X(comm_abort, "ncclCommAbort", ncclResult_t, (ncclComm_t comm))                                                \
   X(comm_get_async_error, "ncclCommGetAsyncError", ncclResult_t, (ncclComm_t comm, ncclResult_t * error))        \
   X(get_error_string, "ncclGetErrorString", const char*, (ncclResult_t result))                                  \
   X(group_start, "ncclGroupStart", ncclResult_t, ())                                                             \
@@ -45,6 +46,9 @@ const NcclTable& nccl();
 
 // "2.27.7" from ncclGetVersion's code (major·10000 + minor·100 + patch since 2.9).
 std::string nccl_version_text(int code);
+
+// "2.28.9", or "not available (<why>)" when libnccl.so.2 cannot be loaded; for foldserve --version.
+std::string nccl_description();
 
 // Throws fs::Error "<call> failed[ for <what>]: <NCCL's text> (n)" unless result is ncclSuccess.
 void check_nccl(ncclResult_t result, const char* call, const std::string& what = {});

@@ -31,21 +31,28 @@ TensorParallelGroup::TensorParallelGroup(std::vector<int> devices, RankSumLaunch
 }
 
 TensorParallelGroup::~TensorParallelGroup() {
-  for (ncclComm_t comm : comms_) nccl().comm_destroy(comm);
+  for (ncclComm_t comm : comms_) {
+    if (failed_) nccl().comm_abort(comm);
+    else nccl().comm_destroy(comm);
+  }
 }
 
 void TensorParallelGroup::all_reduce(int rank, float* buffer, float* gathered, std::size_t n, CUstream stream) const {
   if (rank < 0 || rank >= ranks()) throw Error("tensor-parallel rank " + std::to_string(rank) + " out of range");
-  check_nccl(nccl().all_gather(buffer, gathered, n, ncclFloat32, comms_[std::size_t(rank)], stream),
-             nccl_symbol::all_gather, rank_name(rank, ranks()));
+  check_rank(nccl().all_gather(buffer, gathered, n, ncclFloat32, comms_[std::size_t(rank)], stream),
+             nccl_symbol::all_gather, rank);
   rank_sum_(gathered, ranks(), n, buffer, stream);
 }
 
 void TensorParallelGroup::check(int rank) const {
   ncclResult_t error = ncclSuccess;
-  check_nccl(nccl().comm_get_async_error(comms_[std::size_t(rank)], &error), nccl_symbol::comm_get_async_error,
-             rank_name(rank, ranks()));
-  check_nccl(error, "NCCL communicator", rank_name(rank, ranks()));
+  check_rank(nccl().comm_get_async_error(comms_[std::size_t(rank)], &error), nccl_symbol::comm_get_async_error, rank);
+  check_rank(error, "NCCL communicator", rank);
+}
+
+void TensorParallelGroup::check_rank(ncclResult_t result, const char* call, int rank) const {
+  if (result != ncclSuccess) failed_ = true;
+  check_nccl(result, call, rank_name(rank, ranks()));
 }
 
 }  // namespace fs::cuda

@@ -2,6 +2,7 @@
 // The GPUs of one host as tensor-parallel ranks: one NCCL communicator per rank, and an all-reduce whose result is the
 // same bits on every rank and independent of NCCL's algorithm (all-gather the partials, then sum them in rank order on
 // each rank).
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <vector>
@@ -19,6 +20,7 @@ class TensorParallelGroup {
   // Rank r drives devices[r]; creates the communicators with ncclCommInitAll. Throws fs::Error naming the device list
   // when NCCL refuses.
   TensorParallelGroup(std::vector<int> devices, RankSumLaunch rank_sum);
+  // Destroys the communicators, or aborts them once any rank has failed (a peer may never arrive).
   ~TensorParallelGroup();
   TensorParallelGroup(const TensorParallelGroup&) = delete;
   TensorParallelGroup& operator=(const TensorParallelGroup&) = delete;
@@ -38,9 +40,13 @@ class TensorParallelGroup {
   void check(int rank) const;
 
  private:
+  // check_nccl, marking the group failed first when `result` is an error.
+  void check_rank(ncclResult_t result, const char* call, int rank) const;
+
   std::vector<int> devices_;
   RankSumLaunch rank_sum_;
   std::vector<ncclComm_t> comms_;
+  mutable std::atomic<bool> failed_{false};
 };
 
 }  // namespace fs::cuda
