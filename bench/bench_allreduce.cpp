@@ -210,8 +210,8 @@ class Bench {
 
   int ranks_, steps_;
   std::barrier<> sync_;
-  std::unique_ptr<cuda::TensorParallelGroup> group_;
   std::vector<Rank> state_;
+  std::unique_ptr<cuda::TensorParallelGroup> group_;  // destroyed before the ranks' devices
 };
 
 int bench(int argc, char** argv) {
