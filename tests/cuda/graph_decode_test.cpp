@@ -1,6 +1,6 @@
 // Decode rounds replayed from CUDA graphs give the bits of launched kernels; rows sampled on the device return ids
 // equal to the host's argmax and mix with rows returned as logits; through the real engine, replies are identical
-// with graphs on and off and concurrent == solo.
+// with graphs on and off, and greedy replies with device sampling on and off.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -191,20 +191,17 @@ TEST(CudaGraphDecode, EngineRepliesIdenticalWithGraphsOnAndOff) {
   }
 }
 
-TEST(CudaGraphDecode, ConcurrentEqualsSoloAndDeviceGreedyEqualsHostGreedy) {
+TEST(CudaGraphDecode, DeviceGreedyEqualsHostGreedy) {
   FS_REQUIRE_GPU();
   FS_REQUIRE_SHARED(shared);
   const auto dir = shared / "models/tiny-qwen3";
   auto model = cuda_model(dir, true);
   auto reqs = requests(model->config().vocab_size, 10);
-  auto together = run_engine(*model, reqs, 8);
+  auto device = run_engine(*model, reqs, 8);
   auto host = run_engine(*model, reqs, 8, false);
   for (size_t i = 0; i < reqs.size(); ++i) {
-    SCOPED_TRACE("request " + std::to_string(i));
-    auto solo = run_engine(*model, {reqs[i]}, 1);
-    EXPECT_TRUE(same(solo[0], together[i]));
     if (reqs[i].sampling.temperature <= 0.0f) {
-      EXPECT_TRUE(same(host[i], together[i]));
+      EXPECT_TRUE(same(host[i], device[i])) << "request " << i;
     }
   }
 }
