@@ -79,6 +79,8 @@ class CpuRunner final : public Model {
 
   const ModelConfig& config() const override { return config_; }
   SequenceMemorySpec memory_spec() const override { return program_.memory; }
+  // Tree rows attend along their parents; recurrent layers run rows in order and have no parents.
+  bool supports_row_parents() const override { return !program_.memory.has_state(); }
 
   size_t weight_bytes() const override {
     size_t n = ends_.bytes();
