@@ -1,4 +1,4 @@
-#include "vision/vision_position_grid.h"
+#include "models/vision_position_grid.h"
 
 #include <algorithm>
 #include <array>

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "vision/image_processor.h"
+#include "models/vision_patches.h"
 
 namespace fs::vision {
 

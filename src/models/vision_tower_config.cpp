@@ -1,4 +1,4 @@
-#include "vision/vision_tower_config.h"
+#include "models/vision_tower_config.h"
 
 #include <algorithm>
 #include <cmath>

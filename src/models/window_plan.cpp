@@ -1,4 +1,4 @@
-#include "vision/window_plan.h"
+#include "models/window_plan.h"
 
 #include <cmath>
 

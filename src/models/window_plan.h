@@ -3,8 +3,8 @@
 // of windowed and full blocks, and each token's 2-D rotary angles, all in window order.
 #include <vector>
 
-#include "vision/image_processor.h"
-#include "vision/vision_tower_config.h"
+#include "models/vision_patches.h"
+#include "models/vision_tower_config.h"
 
 namespace fs::vision {
 

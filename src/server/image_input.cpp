@@ -6,14 +6,14 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/thread_pool.h"
 #include "engine/loaded_model.h"
 #include "io/safetensors.h"
+#include "models/vision_tower_config.h"
 #include "server/api_error.h"
-#include "core/thread_pool.h"
 #include "vision/image_processor.h"
 #include "vision/scheduled_encoder.h"
 #include "vision/vision_encoder.h"
-#include "vision/vision_tower_config.h"
 
 namespace fs::server {
 namespace {

@@ -15,12 +15,6 @@ std::unique_ptr<VisionEncoder> create_vision_encoder(const VisionTowerConfig& co
   const std::string& device = options.device;
   if (device != "auto" && device != "cpu" && device != "cuda")
     throw Error("vision device must be auto, cpu or cuda (got '" + device + "')");
-  // The Qwen3.5 tower has no CUDA kernels: it runs on the CPU beside a CPU text model and is refused on a GPU.
-  if (config.kind == VisionTowerKind::Qwen3_5) {
-    if (device == "cuda")
-      throw Error("the Qwen3.5 vision tower runs on the CPU only (no CUDA kernels yet); serve with --device cpu");
-    return create_cpu_vision_encoder(config, std::move(checkpoint), options);
-  }
 #ifdef FOLDSERVE_WITH_CUDA
   if (device == "cuda" || (device == "auto" && cuda_backend_available()))
     return cuda::create_cuda_vision_encoder(config, std::move(checkpoint), options);

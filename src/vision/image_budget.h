@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "vision/vision_tower_config.h"
+#include "models/vision_tower_config.h"
 
 namespace fs::vision {
 

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/vision_patches.h"
 #include "vision/image.h"
 
 namespace fs::vision {
@@ -41,17 +42,6 @@ struct ImageProcessorConfig {
 // The backend a model family's references use when preprocessor_config.json does not name one: Qwen3.5 checkpoints
 // come from transformers 5, whose Qwen2VLImageProcessor is the torchvision one; Qwen2.5-VL keeps PIL's.
 ImageBackend family_image_backend(const std::string& architecture);
-
-struct ImageGrid {
-  int t = 1, h = 0, w = 0;  // in patches
-  int64_t patches() const { return int64_t(t) * h * w; }
-};
-
-struct PixelPatches {
-  ImageGrid grid;
-  int patch_dim = 0;
-  std::vector<float> values;  // [grid.patches(), patch_dim]
-};
 
 struct ResizedSize {
   int height = 0, width = 0;

@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "backends/cpu/weight.h"
-#include "vision/encode_cancel.h"
+#include "models/encode_cancel.h"
+#include "models/vision_tower_config.h"
+#include "models/window_plan.h"
 #include "vision/image_processor.h"
 #include "vision/tower_attention.h"
 #include "vision/tower_ops.h"
-#include "vision/vision_tower_config.h"
-#include "vision/window_plan.h"
 
 namespace fs {
 class Checkpoint;

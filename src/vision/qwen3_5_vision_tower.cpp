@@ -6,9 +6,9 @@
 #include "backends/cpu/ops.h"
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "models/vision_position_grid.h"
 #include "models/weights_loader.h"
 #include "vision/tower_ops.h"
-#include "vision/vision_position_grid.h"
 
 namespace fs::vision {
 

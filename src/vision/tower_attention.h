@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "backends/cpu/weight.h"
-#include "vision/encode_cancel.h"
-#include "vision/vision_tower_config.h"
+#include "models/encode_cancel.h"
+#include "models/vision_tower_config.h"
 
 namespace fs {
 class Checkpoint;

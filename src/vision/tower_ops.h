@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "backends/cpu/weight.h"
-#include "vision/encode_cancel.h"
+#include "models/encode_cancel.h"
+#include "models/vision_tower_config.h"
 #include "vision/image_processor.h"
-#include "vision/vision_tower_config.h"
 
 namespace fs {
 class Checkpoint;

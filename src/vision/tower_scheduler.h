@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "vision/encode_cancel.h"
+#include "models/encode_cancel.h"
 
 namespace fs::vision {
 

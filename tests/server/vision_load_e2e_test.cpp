@@ -16,11 +16,11 @@
 #include <nlohmann/json.hpp>
 
 #include "io/hf_config.h"
+#include "models/vision_tower_config.h"
 #include "support/fixtures.h"
 #include "support/media.h"
 #include "support/server_process.h"
 #include "vision/image_budget.h"
-#include "vision/vision_tower_config.h"
 
 namespace fs::test {
 namespace {

@@ -10,11 +10,11 @@
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "models/checkpoint_maker.h"
+#include "models/vision_tower_config.h"
 #include "text/tokenizer.h"
 #include "vision/image_processor.h"
 #include "vision/multimodal_prompt.h"
 #include "vision/qwen2_5_vl_tower.h"
-#include "vision/vision_tower_config.h"
 #include "vision_fixtures.h"
 #include "vl_harness.h"
 

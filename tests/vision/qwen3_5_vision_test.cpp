@@ -7,13 +7,13 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "models/vision_position_grid.h"
 #include "text/tokenizer.h"
 #include "vision/decoders.h"
 #include "vision/image_processor.h"
 #include "vision/multimodal_prompt.h"
 #include "vision/qwen3_5_vision_tower.h"
 #include "vision/vision_encoder.h"
-#include "vision/vision_position_grid.h"
 #include "vision_fixtures.h"
 #include "vl_harness.h"
 

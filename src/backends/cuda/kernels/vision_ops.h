@@ -34,6 +34,18 @@ void swiglu_padded(const float* gu, int rows, int ffn, int out_stride, uint16_t*
 // out[i] = x[i]·(1 + erf(x[i]/√2))/2 as bf16 (exact GELU).
 void gelu_erf(const float* x, int64_t n, uint16_t* out, void* stream);
 
+// y[r, :] = (x[r, :] − mean) / sqrt(var + eps) · weight + bias as bf16 (LayerNorm, biased variance).
+void layer_norm_bf16(const float* x, const float* weight, const float* bias, int rows, int dim, float eps, uint16_t* y,
+                     void* stream);
+
+// out[r, f] = gelu(x[r, f]) as bf16 for f < cols (tanh approximation or exact erf) and 0 for cols ≤ f < out_stride.
+void gelu_padded(const float* x, int rows, int cols, int out_stride, bool tanh_form, uint16_t* out, void* stream);
+
+// x[r, :] += Σₖ grid[index[4r + k], :] · weight[4r + k] over the four taps (summed first, in order k = 0..3); grid
+// rows of `dim` floats.
+void add_position_taps(float* x, const float* grid, const int32_t* index, const float* weight, int rows, int dim,
+                       void* stream);
+
 // dst[index[r], :] = src[r, :] for r < rows (rows of `dim` floats).
 void scatter_rows(const float* src, const int32_t* index, int rows, int dim, float* dst, void* stream);
 
