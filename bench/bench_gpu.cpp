@@ -2,6 +2,7 @@
 // prefill tok/s, and aggregate decode tok/s of an engine at 1..64 streams with the token_sha256 of each run.
 // Usage: bench_gpu CHECKPOINT [--decode N] [--prefill N] [--stream-prompt N] [--reply N] [--max-streams N]
 //        bench_gpu --make-like NAME [--layers N] OUT   (writes the random checkpoint first, then measures it)
+//        bench_gpu --synthetic NAME [--layers N]   (a preset's shape with random weights made on the device)
 //        --gemm-rows 1,16,64|none   row counts of the GEMM table
 //        bench_gpu --gemm-only [--gemm-rows ...]   the copy bandwidth and the GEMM table alone (no checkpoint)
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "bench_main.h"
@@ -128,17 +130,20 @@ std::vector<int32_t> random_ids(std::mt19937& rng, int n, int vocab) {
   return ids;
 }
 
+// One stream driven directly: its pages and, for models with recurrent layers, its state slot.
 struct Direct {
   Model& model;
   KvPool pool;
   std::vector<int32_t> pages;
-  Direct(Model& m, int positions)
-      : model(m), pool(m.config().num_layers, m.config().num_kv_heads, m.config().head_dim, 16, positions / 16 + 1, false) {
+  int32_t slot = -1;
+  Direct(Model& m, int positions) : model(m), pool(m.memory_spec(), 16, positions / 16 + 1, 1, false) {
     model.attach_pool(pool);
     for (int i = 0; i < positions / 16 + 1; ++i) pages.push_back(*pool.allocate());
+    if (m.memory_spec().has_state()) slot = *pool.allocate_state();
   }
   std::vector<float> run(const std::vector<int32_t>& ids, int start) {
     SequenceChunk c{ids, start, pages};
+    c.state_slot = slot;
     return model.forward(std::span<const SequenceChunk>(&c, 1), pool);
   }
 };
@@ -154,6 +159,7 @@ void verify_windows(Model& model, std::mt19937& rng) {
     const auto ids = random_ids(rng, rows, model.config().vocab_size);
     SequenceChunk c{ids, context, d.pages};
     c.all_logits = true;
+    c.state_slot = d.slot;
     std::vector<RowSampling> greedy(static_cast<size_t>(rows), RowSampling{});
     for (auto& g : greedy) g.mode = RowSampling::Mode::Greedy;
     std::vector<double> times;
@@ -167,6 +173,29 @@ void verify_windows(Model& model, std::mt19937& rng) {
     if (rows == 1) one_row = t;
     std::printf("verify window of %2d rows: %.3f ms, %.2fx a one-row step\n", rows, t * 1e3, t / one_row);
   }
+}
+
+// The preset's text model (with `layers` layers when > 0; a tower is not made) and, per tensor name, the spread
+// make-checkpoint gives it.
+struct Synthetic {
+  ModelConfig config;
+  cuda::SyntheticSpread spread;
+};
+
+Synthetic synthetic_preset(const std::string& name, int layers) {
+  nlohmann::json preset = preset_config(name);
+  ConfigOverrides o;
+  o.layers = layers;
+  apply_overrides(preset, o);
+  preset.erase("vision_config");
+  auto spreads = std::make_shared<std::unordered_map<std::string, std::pair<float, float>>>();
+  for (const auto& t : checkpoint_tensor_specs(preset)) (*spreads)[t.name] = {t.scale, t.offset};
+  auto spread = [spreads, name](const std::string& tensor) {
+    auto it = spreads->find(tensor);
+    if (it == spreads->end()) throw Error("preset " + name + " has no tensor " + tensor);
+    return it->second;
+  };
+  return {parse_model_config(preset, "preset " + name), spread};
 }
 
 // One engine run of N greedy streams: the decode rate once every stream has its first token (tokens after that
@@ -246,7 +275,7 @@ std::vector<int> parse_rows(const std::string& list) {
 
 int bench(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  std::string dir, like;
+  std::string dir, like, synthetic;
   int decode = 128, prefill = 2048, reply = 128, stream_prompt = 512, max_streams = 64, layers = 0;
   bool gemm_only = false;
   std::vector<int> gemm_rows = {1, 16, 32, 64, 2048};
@@ -258,31 +287,47 @@ int bench(int argc, char** argv) {
     else if (args[i] == "--stream-prompt") stream_prompt = std::stoi(next());
     else if (args[i] == "--max-streams") max_streams = std::stoi(next());
     else if (args[i] == "--make-like") like = next();
+    else if (args[i] == "--synthetic") synthetic = next();
     else if (args[i] == "--layers") layers = std::stoi(next());
     else if (args[i] == "--gemm-rows") gemm_rows = parse_rows(next());
     else if (args[i] == "--gemm-only") gemm_only = true;
     else dir = args[i];
   }
-  if (dir.empty() && !gemm_only)
-    throw Error("usage: bench_gpu [--make-like NAME [--layers N]] CHECKPOINT_DIR [options] | --gemm-only [options]");
-  if (!cuda_device_available()) throw Error("no CUDA device");
+  if (dir.empty() == synthetic.empty() && !gemm_only)
+    throw Error("usage: bench_gpu [--make-like NAME [--layers N]] CHECKPOINT_DIR [options] | --synthetic NAME "
+                "[--layers N] [options] | --gemm-only [options]");
+  std::optional<Synthetic> made;
+  if (!synthetic.empty()) made = synthetic_preset(synthetic, layers);
+  if (!cuda_device_available())
+    throw Error("no CUDA device: bench_gpu needs an NVIDIA GPU and its driver, and this machine shows none");
   if (!like.empty()) {
     auto t = Clock::now();
     auto config = preset_config(like);
-    if (layers > 0) config["num_hidden_layers"] = layers;
+    ConfigOverrides o;
+    o.layers = layers;
+    apply_overrides(config, o);
     make_checkpoint(config, dir, MakeCheckpointOptions{});
     std::printf("checkpoint %s (like %s, %d layers) written in %.1f s\n", dir.c_str(), like.c_str(),
-                int(config["num_hidden_layers"]), seconds_since(t));
+                parse_model_config(config, "preset").num_layers, seconds_since(t));
   }
   const double bw = copy_bandwidth();
   std::printf("device copy bandwidth (read + write): %.0f GB/s\n", bw / 1e9);
   if (!gemm_rows.empty()) gemm_rates(gemm_rows, bw);
   if (gemm_only) return 0;
   auto t = Clock::now();
-  ModelConfig config = load_model_config(dir);
-  auto model = create_cuda_model(config, Checkpoint::open(dir));
-  std::printf("model loaded in %.1f s: %d layers, hidden %d, %.2f GB of bf16 matrices\n", seconds_since(t),
-              config.num_layers, config.hidden_size, double(model->weight_bytes()) / 1e9);
+  ModelConfig config;
+  std::unique_ptr<Model> model;
+  if (synthetic.empty()) {
+    config = load_model_config(dir);
+    model = create_cuda_model(config, Checkpoint::open(dir));
+  } else {
+    config = made->config;
+    model = create_synthetic_cuda_model(config, made->spread);
+  }
+  const std::string source = synthetic.empty() ? "loaded from " + dir
+                                               : "like " + synthetic + ", synthetic weights made on the device";
+  std::printf("model %s in %.1f s: %d layers, hidden %d, %.2f GB of bf16 matrices\n", source.c_str(),
+              seconds_since(t), config.num_layers, config.hidden_size, double(model->weight_bytes()) / 1e9);
   std::mt19937 rng(1);
   {
     Direct d(*model, prefill + 64);
@@ -316,7 +361,10 @@ int bench(int argc, char** argv) {
                 "token_sha256 %s\n",
                 rate, floor_rate, rate / floor_rate, Sha256::hex(sha.finish()).c_str());
   }
-  verify_windows(*model, rng);
+  if (model->memory_spec().has_state())
+    std::printf("verify windows: skipped (a recurrent model verifies through state snapshots)\n");
+  else
+    verify_windows(*model, rng);
   std::printf("engine runs: N streams x (%d-token prompt + %d greedy tokens); decode = tokens after every stream's "
               "first / time to the last finish; whole = all tokens / wall time from the first submit\n",
               stream_prompt, reply);

@@ -1,5 +1,5 @@
 // foldserve make-checkpoint: a random-weight checkpoint of a real model's shapes, for benchmarks; size flags
-// (--layers, --hidden, --vision-depth, ...) shrink a preset for tests.
+// (--layers, --hidden, --head-dim, --linear-value-heads, --vision-depth, ...) shrink a preset for tests.
 #include <cstdio>
 
 #include "cli/args.h"
@@ -14,7 +14,8 @@ namespace {
 int make(const std::vector<std::string>& argv) {
   Args args(argv,
             {"like", "config", "dtype", "shards", "seed", "tokenizer-from", "layers", "hidden", "heads", "kv-heads",
-             "intermediate", "vocab", "vision-depth", "vision-hidden", "vision-heads", "vision-intermediate"},
+             "intermediate", "vocab", "head-dim", "linear-key-heads", "linear-value-heads", "linear-key-dim",
+             "linear-value-dim", "vision-depth", "vision-hidden", "vision-heads", "vision-intermediate"},
             {});
   if (args.positionals().size() != 1) throw Error("usage: foldserve make-checkpoint (--like NAME | --config FILE) OUT");
   json config;
@@ -28,6 +29,11 @@ int make(const std::vector<std::string>& argv) {
   sizes.kv_heads = size("kv-heads");
   sizes.intermediate = size("intermediate");
   sizes.vocab = size("vocab");
+  sizes.head_dim = size("head-dim");
+  sizes.linear_key_heads = size("linear-key-heads");
+  sizes.linear_value_heads = size("linear-value-heads");
+  sizes.linear_key_dim = size("linear-key-dim");
+  sizes.linear_value_dim = size("linear-value-dim");
   sizes.vision_depth = size("vision-depth");
   sizes.vision_hidden = size("vision-hidden");
   sizes.vision_heads = size("vision-heads");
