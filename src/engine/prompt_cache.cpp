@@ -13,7 +13,7 @@ struct PromptCache::Node {
   int32_t page = -1;           // pool page, or -1 when only in the host tier
   std::vector<float> host;     // the page's data while in the host tier
   std::vector<int32_t> state_pages;  // recurrent state after this node's last key, on the device
-  std::vector<float> state_host;     // the same while in the host tier
+  std::vector<float> state_host;     // the state's floats while in the host tier
   Node* parent = nullptr;
   std::vector<std::unique_ptr<Node>> children;
   uint64_t last_used = 0;
@@ -24,8 +24,7 @@ struct PromptCache::Node {
 
 PromptCache::PromptCache(KvPool& pool, Model& model, int device_pages, int host_pages)
     : pool_(pool), model_(model), max_device_(device_pages), max_host_(host_pages), root_(std::make_unique<Node>()) {
-  if (pool_.state_floats() > 0 && pool_.page_floats() > 0)
-    state_pages_ = int((pool_.state_floats() + pool_.page_floats() - 1) / pool_.page_floats());
+  state_pages_ = model_.state_snapshot_pages(pool_);
 }
 
 int PromptCache::pages_of(const Node* node) const { return 1 + (node->has_state() ? state_pages_ : 0); }
@@ -121,11 +120,12 @@ bool PromptCache::evict_one() {
   });
   if (!victim) return drop_shared_snapshot();
   if (make_room_on_host(pages_of(victim))) {
-    const size_t F = pool_.page_floats();
-    std::vector<float> data(F), state(victim->state_pages.size() * F);
+    std::vector<float> data(pool_.page_floats()), state;
     model_.save_kv_page(pool_, victim->page, data.data());  // a throw leaves the pages on the device
-    for (size_t i = 0; i < victim->state_pages.size(); ++i)
-      model_.save_kv_page(pool_, victim->state_pages[i], state.data() + i * F);
+    if (!victim->state_pages.empty()) {
+      state.resize(pool_.state_floats());
+      model_.read_state_pages(pool_, victim->state_pages, state.data());
+    }
     victim->host = std::move(data);
     victim->state_host = std::move(state);
     pool_.release(victim->page);
@@ -160,11 +160,9 @@ bool PromptCache::ensure_on_device(Node* node) {
     if (!evict_one()) return false;
   std::vector<int32_t> pages;
   try {
-    const size_t F = pool_.page_floats();
     for (int i = 0; i < need; ++i) pages.push_back(*pool_.allocate());
     model_.load_kv_page(pool_, pages[0], node->host.data());
-    for (int i = 1; i < need; ++i)
-      model_.load_kv_page(pool_, pages[size_t(i)], node->state_host.data() + size_t(i - 1) * F);
+    if (need > 1) model_.write_state_pages(pool_, std::span(pages).subspan(1), node->state_host.data());
   } catch (...) {
     for (int32_t p : pages) pool_.release(p);
     throw;
@@ -184,15 +182,10 @@ void PromptCache::keep_snapshot(Node* node, const float* state) {
   const int need = state_pages_;
   while (stats_.device_pages + need > max_device_ || pool_.pages_free() < need)
     if (!evict_one()) return;
-  const size_t F = pool_.page_floats();
-  std::vector<float> padded(size_t(need) * F, 0.0f);
-  std::copy_n(state, pool_.state_floats(), padded.data());
   std::vector<int32_t> pages;
   try {
-    for (int i = 0; i < need; ++i) {
-      pages.push_back(*pool_.allocate());
-      model_.load_kv_page(pool_, pages.back(), padded.data() + size_t(i) * F);
-    }
+    for (int i = 0; i < need; ++i) pages.push_back(*pool_.allocate());
+    model_.write_state_pages(pool_, pages, state);
   } catch (...) {
     for (int32_t p : pages) pool_.release(p);
     throw;
@@ -205,12 +198,10 @@ void PromptCache::keep_snapshot(Node* node, const float* state) {
 // A leaf only the cache holds goes to the host tier with its snapshot when the device has no room for the snapshot.
 void PromptCache::park_on_host(Node* node, const float* state) {
   if (node->children.size() > 0 || pool_.refcount(node->page) != 1 || !make_room_on_host(1 + state_pages_)) return;
-  const size_t F = pool_.page_floats();
-  std::vector<float> data(F), padded(size_t(state_pages_) * F, 0.0f);
+  std::vector<float> data(pool_.page_floats());
   model_.save_kv_page(pool_, node->page, data.data());
-  std::copy_n(state, pool_.state_floats(), padded.data());
   node->host = std::move(data);
-  node->state_host = std::move(padded);
+  node->state_host.assign(state, state + pool_.state_floats());
   pool_.release(node->page);
   node->page = -1;
   --stats_.device_pages;
@@ -220,11 +211,8 @@ void PromptCache::park_on_host(Node* node, const float* state) {
 }
 
 void PromptCache::read_snapshot(const Node* node, std::vector<float>& out) {
-  const size_t F = pool_.page_floats();
-  out.assign(node->state_pages.size() * F, 0.0f);
-  for (size_t i = 0; i < node->state_pages.size(); ++i)
-    model_.save_kv_page(pool_, node->state_pages[i], out.data() + i * F);
-  out.resize(pool_.state_floats());
+  out.assign(pool_.state_floats(), 0.0f);
+  model_.read_state_pages(pool_, node->state_pages, out.data());
 }
 
 CacheHit PromptCache::lookup(std::span<const uint64_t> keys, int max_positions, bool counted) {

@@ -40,4 +40,28 @@ void Model::load_state(KvPool& pool, int32_t slot, const float* src) {
   std::copy_n(src, pool.state_floats(), pool.state(slot));
 }
 
+int Model::state_snapshot_pages(const KvPool& pool) const {
+  if (pool.state_floats() == 0 || pool.page_floats() == 0) return 0;
+  return int((pool.state_floats() + pool.page_floats() - 1) / pool.page_floats());
+}
+
+void Model::write_state_pages(KvPool& pool, std::span<const int32_t> pages, const float* state) {
+  const size_t F = pool.page_floats(), n = pool.state_floats();
+  std::vector<float> page(F);
+  for (size_t i = 0; i < pages.size(); ++i) {
+    std::fill(page.begin(), page.end(), 0.0f);
+    if (i * F < n) std::copy_n(state + i * F, std::min(F, n - i * F), page.data());
+    load_kv_page(pool, pages[i], page.data());
+  }
+}
+
+void Model::read_state_pages(KvPool& pool, std::span<const int32_t> pages, float* state) {
+  const size_t F = pool.page_floats(), n = pool.state_floats();
+  std::vector<float> page(F);
+  for (size_t i = 0; i < pages.size() && i * F < n; ++i) {
+    save_kv_page(pool, pages[i], page.data());
+    std::copy_n(page.data(), std::min(F, n - i * F), state + i * F);
+  }
+}
+
 }  // namespace fs

@@ -104,6 +104,11 @@ class Model {
   // A state slot's recurrent state to and from host floats (the spec's state_floats), for prompt-cache snapshots.
   virtual void save_state(KvPool& pool, int32_t slot, float* dst);
   virtual void load_state(KvPool& pool, int32_t slot, const float* src);
+  // How many pool pages hold one recurrent-state snapshot bit for bit, and its copies into and out of such pages
+  // (the prompt cache keeps snapshots in pages). The default goes through save/load_kv_page, exact for f32 pages.
+  virtual int state_snapshot_pages(const KvPool& pool) const;
+  virtual void write_state_pages(KvPool& pool, std::span<const int32_t> pages, const float* state);
+  virtual void read_state_pages(KvPool& pool, std::span<const int32_t> pages, float* state);
   // Bytes one KV page of `page_tokens` positions takes where the model keeps K/V (the host pool: f32 per the spec).
   virtual size_t kv_page_bytes(int page_tokens) const;
   // Free memory of the model's device right now, its weights already resident; none for a model on the host.

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 #include <map>
 
 #include "conformance.h"
@@ -19,11 +21,17 @@ class Reference : public Conformance {
   // Expects every slice of `per_layer` floats of `got` within tolerance of `want`'s.
   void expect_layers_close(const std::vector<float>& got, const std::vector<float>& want, size_t per_layer) {
     ASSERT_EQ(got.size(), want.size());
+    std::string errors;
     for (size_t layer = 0; layer * per_layer < got.size(); ++layer) {
       std::vector<float> a(got.begin() + long(layer * per_layer), got.begin() + long((layer + 1) * per_layer));
       std::vector<float> b(want.begin() + long(layer * per_layer), want.begin() + long((layer + 1) * per_layer));
-      EXPECT_LE(rel_l2(a, b), reference_tolerance(GetParam().backend)) << "hidden states after layer " << layer;
+      const double e = rel_l2(a, b);
+      char text[32];
+      std::snprintf(text, sizeof text, " %.3g", e);
+      errors += text;
+      EXPECT_LE(e, reference_tolerance(GetParam().backend)) << "hidden states after layer " << layer;
     }
+    std::printf("hidden-state rel L2 by layer:%s\n", errors.c_str());
   }
 
   // Reference ids up to (not including) the first step whose margin is a near-tie on this backend.
@@ -50,7 +58,9 @@ void Reference::text_cases(const json& cases) {
     auto ids = c["ids"].get<std::vector<int32_t>>();
     auto logits = seqs.prefill(0, ids, int(ids.size()));
     if (c.contains("last_logits")) {
-      EXPECT_LE(rel_l2(logits, read_f32(reference_dir / c["last_logits"]["file"].get<std::string>())), tolerance);
+      const double e = rel_l2(logits, read_f32(reference_dir / c["last_logits"]["file"].get<std::string>()));
+      std::printf("last-logits rel L2: %g\n", e);
+      EXPECT_LE(e, tolerance);
     }
     if (c.contains("hidden_states")) {
       auto states = model->hidden_states(seqs.chunk(0, ids, 0), seqs.pool());

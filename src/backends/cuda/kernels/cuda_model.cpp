@@ -202,6 +202,28 @@ class CudaModel final : public Model {
     states_.load(slot, src, stage_, stream_.handle());
   }
 
+  // A snapshot is the state's f32 bytes laid over the pages' K/V bytes in order, so it comes back bit for bit.
+  int state_snapshot_pages(const KvPool& pool) const override {
+    const size_t page = kv_page_bytes(pool.page_tokens()), bytes = pool.state_floats() * sizeof(float);
+    return page == 0 ? 0 : int((bytes + page - 1) / page);
+  }
+
+  void write_state_pages(KvPool& pool, std::span<const int32_t> pages, const float* state) override {
+    ensure_pool(pool);
+    const auto* src = reinterpret_cast<const unsigned char*>(state);
+    for_state_bytes(pool, pages, [&](CUdeviceptr at, size_t offset, size_t n) {
+      stage_.upload(at, src + offset, n, stream_.handle());
+    });
+  }
+
+  void read_state_pages(KvPool& pool, std::span<const int32_t> pages, float* state) override {
+    ensure_pool(pool);
+    auto* dst = reinterpret_cast<unsigned char*>(state);
+    for_state_bytes(pool, pages, [&](CUdeviceptr at, size_t offset, size_t n) {
+      downloader_.download(dst + offset, at, n, stream_.handle());
+    });
+  }
+
   void load_kv_page(KvPool& pool, int32_t page, const float* src) override {
     ensure_pool(pool);
     const size_t n = size_t(page_tokens_) * size_t(pool.row_floats());
@@ -234,6 +256,22 @@ class CudaModel final : public Model {
   void ensure_pool(KvPool& pool) {
     device_.make_current();
     if (attached_ != &pool || pool_slots_ != size_t(pool.pages_total()) * size_t(pool.page_tokens())) attach_pool(pool);
+  }
+
+  // Calls each(device address, offset into the state's bytes, bytes) over the pages' per-layer K and V runs in
+  // order until the state's bytes are covered.
+  template <typename Each>
+  void for_state_bytes(const KvPool& pool, std::span<const int32_t> pages, Each each) const {
+    const size_t total = pool.state_floats() * sizeof(float), run = size_t(page_tokens_) * row_bytes();
+    size_t offset = 0;
+    for (int32_t page : pages)
+      for (int l = 0; l < kv_layers() && offset < total; ++l)
+        for (int side = 0; side < 2 && offset < total; ++side) {
+          const size_t n = std::min(run, total - offset);
+          each(side_base(l, side) + size_t(page) * run, offset, n);
+          offset += n;
+        }
+    if (offset < total) throw Error("a state snapshot needs more pages than it was given");
   }
 
   Plan plan(std::span<const SequenceChunk> chunks) const {
