@@ -95,7 +95,8 @@ class Model {
   virtual SequenceMemorySpec memory_spec() const;
   // Whether K/V live in the pool's host storage (CPU) or in the backend's own memory, indexed by the same pages.
   virtual bool kv_on_host() const { return true; }
-  // Called once by the engine with its pool, before the first forward (a device backend sizes its KV here).
+  // Called once by the engine with its pool, before the first forward (a device backend sizes its KV here). A model
+  // serves one engine at a time: a device backend keeps the K/V of the pool it was last attached to.
   virtual void attach_pool(KvPool& pool) {}
   // Page data movement for the prompt cache; a device backend overrides these to act on its own K/V.
   virtual void copy_kv_positions(KvPool& pool, int32_t from, int32_t to, int positions);

@@ -40,7 +40,14 @@ class PromptCacheResume : public Conformance {
     return stride ? n / stride * stride : n;
   }
 
-  std::vector<SampledToken> fresh(const GenerationRequest& r) { return run_solo(*model, r, options(0)); }
+  // The request run alone with the cache off, on a second instance of the model: a device backend keeps one
+  // engine's K/V at a time, and the engine under test still holds its cache.
+  std::vector<SampledToken> fresh(const GenerationRequest& r) {
+    if (!fresh_model) fresh_model = create_model_on(GetParam().backend, config, checkpoint);
+    return run_solo(*fresh_model, r, options(0));
+  }
+
+  std::unique_ptr<Model> fresh_model;
 
   std::vector<int32_t> tokens(int n, uint32_t seed) const { return random_tokens(n, seed, config.vocab_size); }
 
