@@ -3,6 +3,7 @@
 // Usage: bench_gpu CHECKPOINT [--decode N] [--prefill N] [--stream-prompt N] [--reply N] [--max-streams N]
 //        bench_gpu --make-like NAME [--layers N] OUT   (writes the random checkpoint first, then measures it)
 //        bench_gpu --synthetic NAME [--layers N]   (a preset's shape with random weights made on the device)
+//        --tensor-parallel N   the model split over GPUs 0..N-1 (figures per GPU: weights, floor)
 //        --gemm-rows 1,16,64|none   row counts of the GEMM table
 //        bench_gpu --gemm-only [--gemm-rows ...]   the copy bandwidth and the GEMM table alone (no checkpoint)
 #include <algorithm>
@@ -32,6 +33,7 @@
 #include "backends/cuda/host/device_arena.h"
 #include "backends/cuda/host/stream.h"
 #include "backends/cuda/kernels/cuda_model.h"
+#include "backends/cuda/kernels/tensor_parallel_model.h"
 #include "backends/cuda/kernels/ops.h"
 #include "gemm_peer.h"
 
@@ -276,7 +278,7 @@ std::vector<int> parse_rows(const std::string& list) {
 int bench(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   std::string dir, like, synthetic;
-  int decode = 128, prefill = 2048, reply = 128, stream_prompt = 512, max_streams = 64, layers = 0;
+  int decode = 128, prefill = 2048, reply = 128, stream_prompt = 512, max_streams = 64, layers = 0, tp = 1;
   bool gemm_only = false;
   std::vector<int> gemm_rows = {1, 16, 32, 64, 2048};
   for (size_t i = 0; i < args.size(); ++i) {
@@ -289,6 +291,7 @@ int bench(int argc, char** argv) {
     else if (args[i] == "--make-like") like = next();
     else if (args[i] == "--synthetic") synthetic = next();
     else if (args[i] == "--layers") layers = std::stoi(next());
+    else if (args[i] == "--tensor-parallel") tp = std::stoi(next());
     else if (args[i] == "--gemm-rows") gemm_rows = parse_rows(next());
     else if (args[i] == "--gemm-only") gemm_only = true;
     else dir = args[i];
@@ -319,13 +322,16 @@ int bench(int argc, char** argv) {
   std::unique_ptr<Model> model;
   if (synthetic.empty()) {
     config = load_model_config(dir);
-    model = create_cuda_model(config, Checkpoint::open(dir));
+    model = tp > 1 ? create_tensor_parallel_model(config, Checkpoint::open(dir), tp)
+                   : create_cuda_model(config, Checkpoint::open(dir));
   } else {
     config = made->config;
-    model = create_synthetic_cuda_model(config, made->spread);
+    model = tp > 1 ? create_tensor_parallel_model(config, nullptr, tp, &made->spread)
+                   : create_synthetic_cuda_model(config, made->spread);
   }
-  const std::string source = synthetic.empty() ? "loaded from " + dir
-                                               : "like " + synthetic + ", synthetic weights made on the device";
+  std::string source = synthetic.empty() ? "loaded from " + dir
+                                         : "like " + synthetic + ", synthetic weights made on the device";
+  if (tp > 1) source += ", split over " + std::to_string(tp) + " GPUs (weights per GPU)";
   std::printf("model %s in %.1f s: %d layers, hidden %d, %.2f GB of bf16 matrices\n", source.c_str(),
               seconds_since(t), config.num_layers, config.hidden_size, double(model->weight_bytes()) / 1e9);
   std::mt19937 rng(1);

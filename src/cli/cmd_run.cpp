@@ -41,7 +41,8 @@ int run(const std::vector<std::string>& argv) {
                                                      "top-k", "min-p", "dump-logits", "system"})),
             {"chat", "json"});
   std::filesystem::path dir = model_dir_from_args(args);
-  auto m = load_model(dir, {}, check_device(args));
+  const std::string device = check_device(args);
+  auto m = load_model(dir, {}, device, tensor_parallel_from_args(args));
   if (auto hub_name = hub_model_name(args); !hub_name.empty()) m->name = hub_name;
   SamplingParams sampling = sampling_from_args(args, m->generation);
   const int max_tokens = int(args.get_int("max-tokens", 256));

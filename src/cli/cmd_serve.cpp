@@ -127,6 +127,7 @@ int serve(const std::vector<std::string>& argv) {
             {"vision", "vision-host", "media-allow-local", "literal-content"});
   std::filesystem::path dir = model_dir_from_args(args);
   std::string device = check_device(args);
+  const int tensor_parallel = tensor_parallel_from_args(args);
   if (args.has("vision-host") && !args.has("vision")) throw Error("--vision-host needs --vision");
   if (args.has("vision-host") && device == "cpu")
     throw Error("--vision-host keeps a GPU vision tower's weights in pinned host memory; --device cpu has no GPU tower");
@@ -211,8 +212,8 @@ int serve(const std::vector<std::string>& argv) {
   // The vision encoder is attached here, with the image options, before the server's own attach (which then
   // finds it in place).
   const server::VisionOptions vision = o.vision;
-  srv.serve([dir, progress, device, vision] {
-              auto m = load_model(dir, progress, device);
+  srv.serve([dir, progress, device, tensor_parallel, vision] {
+              auto m = load_model(dir, progress, device, tensor_parallel);
               if (vision.enabled) server::attach_vision(*m, vision);
               return m;
             },

@@ -8,7 +8,8 @@
 namespace fs::cli {
 
 std::set<std::string> with_model_flags(std::set<std::string> own) {
-  for (const char* f : {"device", "context", "parallel", "prefill-chunk", "round-tokens", "threads", "revision"})
+  for (const char* f : {"device", "context", "parallel", "prefill-chunk", "round-tokens", "threads", "revision",
+                        "tensor-parallel"})
     own.insert(f);
   return own;
 }
@@ -31,6 +32,13 @@ std::string check_device(const Args& args) {
     throw Error("--device must be auto, cpu or cuda (got '" + device + "')");
   if (auto t = args.get("threads")) setenv("FOLDSERVE_THREADS", t->c_str(), 1);
   return device;
+}
+
+int tensor_parallel_from_args(const Args& args) {
+  const int64_t n = args.get_int("tensor-parallel", 1);
+  if (n < 1 || n > 64) throw Error("--tensor-parallel must be between 1 and 64");
+  if (n > 1 && args.get_or("device", "auto") == "cpu") throw Error("--tensor-parallel splits a model over GPUs; --device cpu has none");
+  return int(n);
 }
 
 EngineOptions engine_options_from_args(const Args& args, int default_parallel) {

@@ -21,6 +21,8 @@ std::filesystem::path model_dir_from_args(const Args& args);
 std::string hub_model_name(const Args& args);
 // Validates --device (and applies --threads); returns the device name.
 std::string check_device(const Args& args);
+// --tensor-parallel N (1 when absent): GPUs to split the model over.
+int tensor_parallel_from_args(const Args& args);
 EngineOptions engine_options_from_args(const Args& args, int default_parallel);
 // --temperature/--top-p/--top-k/--min-p/--seed over the model's generation_config defaults.
 SamplingParams sampling_from_args(const Args& args, const GenerationConfig& defaults);

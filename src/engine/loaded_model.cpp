@@ -7,7 +7,7 @@
 namespace fs {
 
 std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir_in, const LoadProgress& progress,
-                                        const std::string& device) {
+                                        const std::string& device, int tensor_parallel) {
   auto m = std::make_unique<LoadedModel>();
   m->dir = dir_in.empty() ? builtin_model_dir() : dir_in;
   std::error_code ec;
@@ -27,7 +27,7 @@ std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir_in, con
   tick(2);
   m->checkpoint = Checkpoint::open(m->dir);
   tick(3);
-  m->model = create_model_on(device, m->config, m->checkpoint);
+  m->model = create_model_on(device, m->config, m->checkpoint, tensor_parallel);
   tick(4);
   return m;
 }

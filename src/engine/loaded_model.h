@@ -39,8 +39,8 @@ struct LoadedModel {
 using LoadProgress = std::function<void(size_t done, size_t total)>;
 
 // Loads DIR (an empty path → the built-in fortune-demo). Throws fs::Error naming the file at fault.
-// `device` is "auto", "cpu" or "cuda".
+// `device` is "auto", "cpu" or "cuda"; `tensor_parallel` > 1 splits the model over that many GPUs.
 std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, const LoadProgress& progress = {},
-                                        const std::string& device = "auto");
+                                        const std::string& device = "auto", int tensor_parallel = 1);
 
 }  // namespace fs

@@ -132,9 +132,12 @@ std::unique_ptr<Model> create_model(const ModelConfig& config, std::shared_ptr<C
 
 // Whether "auto" picks the GPU: the CUDA backend is compiled in and sees a device.
 bool cuda_backend_available();
+// GPUs the CUDA backend sees (0 without it).
+int cuda_backend_devices();
 
-// The same on a device: "cpu", "cuda" or "auto" (cuda when compiled in and a GPU is present, else cpu).
+// The same on a device: "cpu", "cuda" or "auto" (cuda when compiled in and a GPU is present, else cpu). With
+// `tensor_parallel` > 1 the model is split over that many GPUs (CUDA only).
 std::unique_ptr<Model> create_model_on(const std::string& device, const ModelConfig& config,
-                                       std::shared_ptr<Checkpoint> checkpoint);
+                                       std::shared_ptr<Checkpoint> checkpoint, int tensor_parallel = 1);
 
 }  // namespace fs

@@ -16,21 +16,39 @@ size_t TensorPart::elements() const {
   return n;
 }
 
+int64_t TensorPart::placed_rows() const {
+  if (!slice) return shape.at(0);
+  int64_t n = 0;
+  for (const IndexRange& r : slice->rows) n += r.size();
+  return n;
+}
+
+int64_t TensorPart::placed_cols() const {
+  if (slice) return slice->cols.size();
+  return shape.size() > 1 ? shape[1] : 1;
+}
+
+size_t TensorPart::placed_elements() const {
+  size_t n = size_t(placed_rows()) * size_t(placed_cols());
+  for (size_t d = 2; d < shape.size(); ++d) n *= size_t(shape[d]);
+  return n;
+}
+
 int MatrixRef::rows() const {
   int n = 0;
-  for (const auto& p : parts) n += int(p.shape.at(0));
+  for (const auto& p : parts) n += int(p.placed_rows());
   return n;
 }
 
 int VectorRef::size() const {
   size_t n = 0;
-  for (const auto& p : parts) n += p.elements();
+  for (const auto& p : parts) n += p.placed_elements();
   return int(n);
 }
 
-TensorPart matrix_part(std::string name, int rows, int cols) { return {std::move(name), {rows, cols}}; }
+TensorPart matrix_part(std::string name, int rows, int cols) { return {std::move(name), {rows, cols}, {}}; }
 
-TensorPart vector_part(std::string name, int n) { return {std::move(name), {n}}; }
+TensorPart vector_part(std::string name, int n) { return {std::move(name), {n}, {}}; }
 
 MatrixRef matrix_ref(std::string what, std::vector<TensorPart> parts) {
   for (const auto& p : parts)

@@ -15,13 +15,31 @@ namespace fs {
 
 class Checkpoint;
 
+// Indices [begin, end).
+struct IndexRange {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+  bool operator==(const IndexRange&) const = default;
+};
+
+// The piece of a tensor one tensor-parallel rank holds: the listed ranges of its first dimension (in this order) ×
+// the range `cols` of its second (a 1-D tensor counts as one column); later dimensions are whole.
+struct TensorSlice {
+  std::vector<IndexRange> rows;
+  IndexRange cols;
+};
+
 // One checkpoint tensor and the shape it must have: [rows, cols] for a matrix part, any shape for a vector part
-// (read as its floats in storage order).
+// (read as its floats in storage order). With a slice, only that piece is placed.
 struct TensorPart {
   std::string name;
   std::vector<int64_t> shape;
+  std::optional<TensorSlice> slice;
 
-  size_t elements() const;
+  size_t elements() const;         // of the whole tensor
+  int64_t placed_rows() const;     // first-dimension entries placed (the slice's, or all)
+  int64_t placed_cols() const;     // second-dimension entries placed (1 for a 1-D tensor)
+  size_t placed_elements() const;  // with later dimensions whole
 };
 
 // A matrix a runner keeps: its parts stacked by rows (q|k|v, gate|up), one output feature per row.
@@ -29,8 +47,8 @@ struct MatrixRef {
   std::vector<TensorPart> parts;
   std::string what;  // for errors and memory accounting
 
-  int rows() const;
-  int cols() const { return parts.empty() ? 0 : int(parts.front().shape.at(1)); }
+  int rows() const;  // placed rows, stacked
+  int cols() const { return parts.empty() ? 0 : int(parts.front().placed_cols()); }
   bool empty() const { return parts.empty(); }
 };
 
@@ -40,7 +58,7 @@ struct VectorRef {
   bool plus_one = false;
   std::string what;
 
-  int size() const;
+  int size() const;  // placed floats
   bool empty() const { return parts.empty(); }
 };
 

@@ -162,3 +162,66 @@ TensorParallelPlan tensor_parallel_plan(const ModelProgram& program, int ranks) 
 }
 
 }  // namespace fs
+
+namespace fs {
+
+namespace {
+
+// Gives every part of the program the rank's slice.
+class Sharder {
+ public:
+  Sharder(const TensorParallelPlan& plan, int rank) : plan_(plan), rank_(rank) {}
+
+  void operator()(MatrixRef& m) const {
+    for (auto& p : m.parts) slice(p);
+  }
+  void operator()(VectorRef& v) const {
+    for (auto& p : v.parts) slice(p);
+  }
+
+ private:
+  void slice(TensorPart& p) const {
+    const TensorShards& s = plan_.find(p.name);
+    if (s.split != TensorSplit::replicated) p.slice = s.ranks.at(size_t(rank_));
+  }
+
+  const TensorParallelPlan& plan_;
+  int rank_;
+};
+
+}  // namespace
+
+ModelProgram shard_program(const ModelProgram& program, const TensorParallelPlan& plan, int rank) {
+  if (rank < 0 || rank >= plan.ranks) throw Error("tensor parallel rank " + std::to_string(rank) + " out of range");
+  const int n = plan.ranks;
+  ModelProgram p = program;
+  const Sharder shard(plan, rank);
+  shard(p.embed);
+  shard(p.head);
+  shard(p.final_norm);
+  size_t state_offset = 0;
+  for (LayerProgram& L : p.layers) {
+    shard(L.norm);
+    shard(L.mlp_norm);
+    if (auto& a = L.attention) {
+      for (MatrixRef* m : {&a->qkv, &a->o}) shard(*m);
+      for (VectorRef* v : {&a->qkv_bias, &a->q_norm, &a->k_norm}) shard(*v);
+      a->heads /= n;
+      a->kv_heads /= n;
+    }
+    if (auto& d = L.deltanet) {
+      for (MatrixRef* m : {&d->in_qkv, &d->in_z, &d->in_a, &d->in_b, &d->out}) shard(*m);
+      for (VectorRef* v : {&d->conv, &d->a_log, &d->dt_bias, &d->norm}) shard(*v);
+      d->shape.key_heads /= n;
+      d->shape.value_heads /= n;
+      d->state_offset = state_offset;
+      state_offset += d->shape.state_floats();
+    }
+    for (MatrixRef* m : {&L.mlp.gate, &L.mlp.up, &L.mlp.down}) shard(*m);
+  }
+  p.memory.kv_heads /= n;
+  p.memory.state_floats = state_offset;
+  return p;
+}
+
+}  // namespace fs

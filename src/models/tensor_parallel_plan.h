@@ -11,20 +11,6 @@
 
 namespace fs {
 
-// Indices [begin, end).
-struct IndexRange {
-  int64_t begin = 0, end = 0;
-  int64_t size() const { return end - begin; }
-  bool operator==(const IndexRange&) const = default;
-};
-
-// The piece of a tensor one rank holds: the listed ranges of its first dimension (in this order) × the range `cols`
-// of its second (a 1-D tensor counts as one column); later dimensions are whole.
-struct TensorSlice {
-  std::vector<IndexRange> rows;
-  IndexRange cols;
-};
-
 enum class TensorSplit { replicated, rows, columns };
 
 // One checkpoint tensor and the slice of it each rank holds.
@@ -46,5 +32,9 @@ struct TensorParallelPlan {
 // The plan of `program` over `ranks` ranks. Throws fs::Error naming the layer and the count that does not divide
 // by `ranks` (attention heads, K/V heads, DeltaNet key heads, FFN width, vocabulary).
 TensorParallelPlan tensor_parallel_plan(const ModelProgram& program, int ranks);
+
+// What rank `rank` of `plan` runs: every tensor part carries the rank's slice, and the steps' head counts, FFN width,
+// vocabulary and sequence memory are the rank's share.
+ModelProgram shard_program(const ModelProgram& program, const TensorParallelPlan& plan, int rank);
 
 }  // namespace fs

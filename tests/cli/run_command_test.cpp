@@ -62,12 +62,22 @@ TEST(Cli, ErrorsAreOneClearLineAndANonZeroExit) {
                                         {"run --prompt hi --bogus", "--bogus"},
                                         {"run --prompt hi --max-tokens many", "--max-tokens"},
                                         {"run --ids 1,x,3", "'x'"},
+                                        {"run --prompt hi --device cpu --tensor-parallel 2", "--device cpu"},
+                                        {"run --prompt hi --tensor-parallel 0", "--tensor-parallel"},
                                         {"frobnicate", "unknown command"}}) {
     auto r = run_command(foldserve(b.args));
     EXPECT_NE(r.exit_code, 0) << b.args;
     EXPECT_NE(r.err.find(b.expect), std::string::npos) << b.args << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
+}
+
+TEST(Cli, TensorParallelOverMoreGpusThanTheMachineHasNamesBothCounts) {
+  auto r = run_command(foldserve("run --prompt hi --tensor-parallel 64"));
+  EXPECT_NE(r.exit_code, 0);
+  const bool counts = r.err.find("needs 64 GPUs; this machine has") != std::string::npos;
+  const bool no_backend = r.err.find("no CUDA backend") != std::string::npos;
+  EXPECT_TRUE(counts || no_backend) << r.err;
 }
 
 TEST(Cli, CorruptCheckpointIsNamed) {

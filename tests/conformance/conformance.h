@@ -16,7 +16,7 @@ namespace fs::test {
 
 struct Instance {
   std::string fixture;  // a folder of ../shared/models
-  std::string backend;  // "cpu" or "cuda"
+  std::string backend;  // "cpu", "cuda" or "cuda-tp2"
 };
 
 void PrintTo(const Instance& instance, std::ostream* os);
@@ -30,6 +30,10 @@ std::string instance_name(const ::testing::TestParamInfo<Instance>& info);
 double reference_tolerance(const std::string& backend);
 // Greedy steps whose top-1 − top-2 margin is below this may flip on the backend: ids compare up to the first one.
 double near_tie_margin(const std::string& backend);
+
+// The fixture's model on the instance's backend ("cuda-tp2": split over two GPUs).
+std::unique_ptr<Model> create_instance_model(const Instance& instance, const ModelConfig& config,
+                                             std::shared_ptr<Checkpoint> checkpoint);
 
 // Loads the instance's fixture onto its backend.
 class Conformance : public ::testing::TestWithParam<Instance> {

@@ -43,7 +43,7 @@ class PromptCacheResume : public Conformance {
   // The request run alone with the cache off, on a second instance of the model: a device backend keeps one
   // engine's K/V at a time, and the engine under test still holds its cache.
   std::vector<SampledToken> fresh(const GenerationRequest& r) {
-    if (!fresh_model) fresh_model = create_model_on(GetParam().backend, config, checkpoint);
+    if (!fresh_model) fresh_model = create_instance_model(GetParam(), config, checkpoint);
     return run_solo(*fresh_model, r, options(0));
   }
 

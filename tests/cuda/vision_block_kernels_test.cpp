@@ -79,7 +79,9 @@ TEST(VisionBlockKernels, GeluPaddedMatchesDoubleGeluAndZeroesThePadding) {
           EXPECT_LE(std::abs(bf16_to_f32(g) - ref), 4e-3 * std::abs(ref) + 1e-6) << "x = " << v;
           // Beside the CPU's float GELU within one bf16 step, except in the negative tail where 1 + erf/tanh
           // cancels and each float library keeps different digits (the double check above covers it).
-          if (v > -3.0) EXPECT_LE(std::abs(int(g) - int(f32_to_bf16(cpu[size_t(r) * cols + f]))), 1) << "x = " << v;
+          if (v > -3.0) {
+            EXPECT_LE(std::abs(int(g) - int(f32_to_bf16(cpu[size_t(r) * cols + f]))), 1) << "x = " << v;
+          }
         }
       // A row alone gives the bits it had among the others.
       const int last = rows - 1;

@@ -203,5 +203,62 @@ TEST(TensorParallelPlan, RefusesWhatDoesNotDivideByName) {
   EXPECT_EQ(refusal(program_of(shared, "tiny-qwen3"), 0), "tensor parallelism needs at least 1 rank, not 0");
 }
 
+// Every tensor part a program places, with its slice.
+std::vector<TensorPart> placed_parts(const ModelProgram& p) {
+  std::vector<TensorPart> parts;
+  auto add = [&](const std::vector<TensorPart>& more) { parts.insert(parts.end(), more.begin(), more.end()); };
+  add(p.embed.parts);
+  if (!p.tied()) add(p.head.parts);
+  add(p.final_norm.parts);
+  for (const auto& L : p.layers) {
+    for (const VectorRef* v : {&L.norm, &L.mlp_norm}) add(v->parts);
+    if (const auto& a = L.attention) {
+      for (const MatrixRef* m : {&a->qkv, &a->o}) add(m->parts);
+      for (const VectorRef* v : {&a->qkv_bias, &a->q_norm, &a->k_norm}) add(v->parts);
+    }
+    if (const auto& d = L.deltanet) {
+      for (const MatrixRef* m : {&d->in_qkv, &d->in_z, &d->in_a, &d->in_b, &d->out}) add(m->parts);
+      for (const VectorRef* v : {&d->conv, &d->a_log, &d->dt_bias, &d->norm}) add(v->parts);
+    }
+    for (const MatrixRef* m : {&L.mlp.gate, &L.mlp.up, &L.mlp.down}) add(m->parts);
+  }
+  return parts;
+}
+
+TEST(TensorParallelPlan, ShardProgramsHoldTheirShareAndSplitTheSequenceMemory) {
+  FS_REQUIRE_SHARED(shared);
+  const ModelProgram qwen35 = program_of(shared, "tiny-qwen3.5");
+  const ModelProgram qwen3 = program_of(shared, "tiny-qwen3", {{"num_key_value_heads", 2}});
+  for (const ModelProgram* full : {&qwen3, &qwen35}) {
+    SCOPED_TRACE(full->family);
+    const TensorParallelPlan plan = tensor_parallel_plan(*full, 2);
+    for (int r = 0; r < 2; ++r) {
+      const ModelProgram shard = shard_program(*full, plan, r);
+      for (const TensorPart& part : placed_parts(shard)) {
+        const bool split = plan.find(part.name).split != TensorSplit::replicated;
+        EXPECT_EQ(part.placed_elements() * (split ? 2 : 1), part.elements()) << part.name;
+      }
+      EXPECT_EQ(shard.memory.kv_layers, full->memory.kv_layers);
+      EXPECT_EQ(shard.memory.kv_heads * 2, full->memory.kv_heads);
+      EXPECT_EQ(shard.memory.state_floats * 2, full->memory.state_floats);
+      EXPECT_EQ(shard.embed.rows() * 2, full->embed.rows());
+      for (size_t i = 0; i < full->layers.size(); ++i) {
+        const LayerProgram &a = full->layers[i], &b = shard.layers[i];
+        EXPECT_EQ(b.mlp.gate.rows() * 2, a.mlp.gate.rows());
+        EXPECT_EQ(b.mlp.down.cols() * 2, a.mlp.down.cols());
+        if (a.attention) {
+          EXPECT_EQ(b.attention->heads * 2, a.attention->heads);
+          EXPECT_EQ(b.attention->qkv.rows() * 2, a.attention->qkv.rows());
+          EXPECT_EQ(b.attention->o.cols() * 2, a.attention->o.cols());
+        }
+        if (a.deltanet) {
+          EXPECT_EQ(b.deltanet->shape.value_heads * 2, a.deltanet->shape.value_heads);
+          EXPECT_EQ(b.deltanet->conv.size() * 2, a.deltanet->conv.size());
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fs

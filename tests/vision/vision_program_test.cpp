@@ -58,7 +58,9 @@ void expect_program_names_the_tower(const Tower& t) {
     EXPECT_TRUE(named.insert(p.name).second) << "named twice";
   }
   for (const std::string& name : t.checkpoint->names())
-    if (name.rfind(t.program.prefix, 0) == 0) EXPECT_TRUE(named.count(name)) << name << " is not in the program";
+    if (name.rfind(t.program.prefix, 0) == 0) {
+      EXPECT_TRUE(named.count(name)) << name << " is not in the program";
+    }
   EXPECT_EQ(int(t.program.blocks.size()), t.config.depth);
 }
 

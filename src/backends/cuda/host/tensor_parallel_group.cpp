@@ -44,6 +44,13 @@ void TensorParallelGroup::all_reduce(int rank, float* buffer, float* gathered, s
   rank_sum_(gathered, ranks(), n, buffer, stream);
 }
 
+void TensorParallelGroup::all_gather(int rank, const float* send, float* gathered, std::size_t n,
+                                     CUstream stream) const {
+  if (rank < 0 || rank >= ranks()) throw Error("tensor-parallel rank " + std::to_string(rank) + " out of range");
+  check_rank(nccl().all_gather(send, gathered, n, ncclFloat32, comms_[std::size_t(rank)], stream),
+             nccl_symbol::all_gather, rank);
+}
+
 void TensorParallelGroup::check(int rank) const {
   ncclResult_t error = ncclSuccess;
   check_rank(nccl().comm_get_async_error(comms_[std::size_t(rank)], &error), nccl_symbol::comm_get_async_error, rank);

@@ -35,6 +35,9 @@ class TensorParallelGroup {
   // failure, its own or a peer's.
   void all_reduce(int rank, float* buffer, float* gathered, std::size_t n, CUstream stream) const;
 
+  // gathered[r · n .. (r + 1) · n) = rank r's send[0 .. n), on every rank; queued on `stream` like all_reduce.
+  void all_gather(int rank, const float* send, float* gathered, std::size_t n, CUstream stream) const;
+
   // Throws fs::Error naming the rank if its communicator has recorded an asynchronous error (a peer failed, a kernel
   // faulted); call after synchronizing the rank's stream.
   void check(int rank) const;

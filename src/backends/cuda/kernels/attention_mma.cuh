@@ -241,8 +241,7 @@ void launch(const float* q, int rows, HeadShape shape, const PagedKv& kv, float 
             cudaStream_t stream) {
   using L = Layout<HD>;
   auto kernel = attention_kernel<HD>;
-  static const bool ready = (allow_shared_memory(kernel, unsigned(L::kSmemBytes), "attention"), true);
-  (void)ready;
+  allow_shared_memory_once(kernel, unsigned(L::kSmemBytes), "attention");
   Params p{};
   p.q = q;
   p.out = out;

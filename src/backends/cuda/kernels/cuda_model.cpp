@@ -21,6 +21,7 @@
 #include "backends/cuda/kernels/device_weights.h"
 #include "backends/cuda/kernels/gated_attention_ops.h"
 #include "backends/cuda/kernels/ops.h"
+#include "backends/cuda/kernels/tensor_parallel_ops.h"
 #include "backends/cuda/kernels/sample_ops.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -75,16 +76,19 @@ k::SampleRow sample_row(const RowSampling& r) {
 
 class CudaModel final : public Model {
  public:
-  // Weights from the checkpoint, or made on the device from `spread` when there is none.
-  CudaModel(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, const cuda::SyntheticSpread* spread = nullptr)
+  // `program` on the placement's device; weights from the checkpoint, or made on the device from `spread` when there
+  // is none. Under tensor parallelism the program is the rank's shard.
+  CudaModel(const ModelConfig& c, ModelProgram program, std::shared_ptr<Checkpoint> ck,
+            const cuda::SyntheticSpread* spread, const RunnerPlacement& where)
       : config_(c),
         ck_(std::move(ck)),
-        device_(0),
+        where_(where),
+        device_(where.device),
         pinned_(kPinnedLimit),
         stage_(pinned_, kStageBytes, "CUDA upload stage"),
         downloader_(device_, pinned_),
         graphs_on_(graphs_enabled()),
-        program_(model_program(c, ck_.get())),
+        program_(std::move(program)),
         states_(program_.memory.state_floats) {
     check_runnable(program_);
     weights_ = spread ? cuda::synthesize_weights(program_, *spread, stream_.handle())
@@ -128,9 +132,9 @@ class CudaModel final : public Model {
   void attach_pool(KvPool& pool) override {
     device_.make_current();
     const size_t slots = size_t(pool.pages_total() + 1) * size_t(pool.page_tokens());
-    if (pool.layers() != kv_layers() || pool.row_floats() != program_.memory.kv_heads * program_.memory.head_dim)
+    if (pool.layers() != kv_layers() || pool.row_floats() != row_floats() * ranks())
       throw Error("the KV pool is not laid out for this model's attention layers");
-    const size_t bytes = size_t(kv_layers()) * 2 * slots * size_t(pool.row_floats()) * 2;
+    const size_t bytes = size_t(kv_layers()) * 2 * slots * row_bytes();
     if (!kv_ || kv_->capacity() < bytes) {
       stream_.synchronize();
       kv_.reset();
@@ -138,7 +142,7 @@ class CudaModel final : public Model {
       kv_base_ = kv_->allocate(bytes, "KV pages").ptr;
     }
     if (has_state()) {
-      if (pool.state_floats() != program_.memory.state_floats)
+      if (pool.state_floats() != state_floats() * size_t(ranks()))
         throw Error("the pool's state slots do not fit this model's recurrent state");
       stream_.synchronize();
       states_.attach(pool.state_slots_total());
@@ -182,7 +186,7 @@ class CudaModel final : public Model {
 
   void save_kv_page(KvPool& pool, int32_t page, float* dst) override {
     ensure_pool(pool);
-    const size_t n = size_t(page_tokens_) * size_t(pool.row_floats());
+    const size_t n = size_t(page_tokens_) * size_t(row_floats());
     std::vector<uint16_t> bits(n);
     for (int l = 0; l < kv_layers(); ++l)
       for (int side = 0; side < 2; ++side) {
@@ -204,7 +208,7 @@ class CudaModel final : public Model {
 
   // A snapshot is the state's f32 bytes laid over the pages' K/V bytes in order, so it comes back bit for bit.
   int state_snapshot_pages(const KvPool& pool) const override {
-    const size_t page = kv_page_bytes(pool.page_tokens()), bytes = pool.state_floats() * sizeof(float);
+    const size_t page = kv_page_bytes(pool.page_tokens()), bytes = state_floats() * sizeof(float);
     return page == 0 ? 0 : int((bytes + page - 1) / page);
   }
 
@@ -226,7 +230,7 @@ class CudaModel final : public Model {
 
   void load_kv_page(KvPool& pool, int32_t page, const float* src) override {
     ensure_pool(pool);
-    const size_t n = size_t(page_tokens_) * size_t(pool.row_floats());
+    const size_t n = size_t(page_tokens_) * size_t(row_floats());
     std::vector<uint16_t> bits(n);
     for (int l = 0; l < kv_layers(); ++l)
       for (int side = 0; side < 2; ++side) {
@@ -247,8 +251,13 @@ class CudaModel final : public Model {
   bool has_state() const { return program_.memory.has_state(); }
 
   int kv_layers() const { return program_.memory.kv_layers; }
+  int ranks() const { return where_.ranks(); }
+  bool parallel() const { return where_.group != nullptr; }
+  // This runner's share of a KV row and of a sequence's state.
+  int row_floats() const { return program_.memory.kv_heads * program_.memory.head_dim; }
+  size_t state_floats() const { return program_.memory.state_floats; }
   int rotary_half() const { return program_.rotary.rotary_dim / 2; }
-  size_t row_bytes() const { return size_t(program_.memory.kv_heads) * size_t(program_.memory.head_dim) * 2; }
+  size_t row_bytes() const { return size_t(row_floats()) * 2; }
   CUdeviceptr side_base(int layer, int side) const {
     return kv_base_ + (size_t(layer) * 2 + size_t(side)) * slots_ * row_bytes();
   }
@@ -262,7 +271,7 @@ class CudaModel final : public Model {
   // order until the state's bytes are covered.
   template <typename Each>
   void for_state_bytes(const KvPool& pool, std::span<const int32_t> pages, Each each) const {
-    const size_t total = pool.state_floats() * sizeof(float), run = size_t(page_tokens_) * row_bytes();
+    const size_t total = state_floats() * sizeof(float), run = size_t(page_tokens_) * row_bytes();
     size_t offset = 0;
     for (int32_t page : pages)
       for (int l = 0; l < kv_layers() && offset < total; ++l)
@@ -289,7 +298,8 @@ class CudaModel final : public Model {
           if (at <= ch.start_pos || at > end || (i > 0 && at <= ch.state_snapshots[i - 1].position))
             throw Error("state snapshots must fall inside their chunk, in ascending order");
         }
-        p.state.add_chunk(ch, p.rows, states_.slot_floats(ch.state_slot), states_.state_floats());
+        p.state.add_chunk(ch, p.rows, states_.slot_floats(ch.state_slot), state_floats(),
+                          size_t(where_.rank) * state_floats());
       }
       for (int32_t page : ch.pages)
         if (page < 0 || size_t(page) * size_t(P) >= pool_slots_) throw Error("KV page id outside the pool");
@@ -321,6 +331,7 @@ class CudaModel final : public Model {
   // gu: gate|up, the attention output gate or the DeltaNet core output; desc: DeltaNet sequence descriptors.
   struct Scratch {
     CUdeviceptr x, xn, act, qkv, q, gu, states, lastn, logits, ids, meta, desc;
+    CUdeviceptr partial, gathered, part_logits;  // tensor parallelism: a rank's partial sums and the ranks' gathered
   };
 
   // The widest buffer each mixer needs per row over the program's layers (floats or bf16 elements).
@@ -328,9 +339,11 @@ class CudaModel final : public Model {
     size_t act = 0, qkv = 0, q = 0, gu = 0;
   };
   Widths widths() const {
-    const size_t F = size_t(config_.intermediate_size);
-    Widths w{F, 0, 0, 2 * F};
+    Widths w;
     for (const LayerProgram& L : program_.layers) {
+      const size_t F = size_t(L.mlp.gate.rows());
+      w.act = std::max(w.act, F);
+      w.gu = std::max(w.gu, 2 * F);
       if (const auto& a = L.attention) {
         const size_t Q = size_t(a->heads) * size_t(a->head_dim);
         w.act = std::max(w.act, Q);
@@ -358,7 +371,10 @@ class CudaModel final : public Model {
     return {t * H * 4,       t * H * 2,          t * w.act * 2,
             t * w.qkv * 4,   t * w.q * 4,        t * w.gu * 4,
             t * H * 4,       r * H * 2,          r * size_t(c.vocab_size) * 4,
-            r * 4,           meta_bytes,         has_state() ? cuda::StateRows::descriptor_bytes(T) : 0};
+            r * 4,           meta_bytes,         has_state() ? cuda::StateRows::descriptor_bytes(T) : 0,
+            parallel() ? t * H * 4 : 0,
+            parallel() ? size_t(ranks()) * std::max(t * H, r * head_rows()) * 4 : 0,
+            parallel() ? r * head_rows() * 4 : 0};
   }
 
   static size_t scratch_need(const std::vector<size_t>& sizes) {
@@ -369,9 +385,9 @@ class CudaModel final : public Model {
 
   static Scratch carve(cuda::DeviceArena& arena, const std::vector<size_t>& sizes) {
     arena.release_to(0);
-    CUdeviceptr p[12];
+    CUdeviceptr p[15];
     for (size_t i = 0; i < sizes.size(); ++i) p[i] = arena.allocate(std::max<size_t>(sizes[i], 16), "scratch").ptr;
-    return {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]};
+    return {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14]};
   }
 
   // Scratch of an eager pass, grown when a pass needs more.
@@ -468,7 +484,7 @@ class CudaModel final : public Model {
                         st);
     k::attention(at<float>(s.q), T, shape, kv, 1.0f / std::sqrt(float(hd)), at<uint16_t>(s.act), st);
     if (a.output_gate) k::output_gate(at<uint16_t>(s.act), at<float>(s.gu), T, Q, st);
-    k::gemm(at<uint16_t>(s.act), at<uint16_t>(A.wo), nullptr, at<float>(s.x), T, H, Q, true, st);
+    residual_gemm(s, A.wo, T, Q, st);
   }
 
   // x += out(gated norm(delta rule(conv(qkv of xn)))), each sequence through its own state slot.
@@ -487,20 +503,62 @@ class CudaModel final : public Model {
     k::deltanet_recurrence(at<float>(s.q), T, fused + C + V, fused + C + V + nv, W, at<float>(D.a_log),
                            at<float>(D.dt_bias), sh, batch, at<float>(s.gu), st);
     k::deltanet_gated_norm(at<float>(s.gu), fused + C, W, at<float>(D.norm), T, sh, at<uint16_t>(s.act), st);
-    k::gemm(at<uint16_t>(s.act), at<uint16_t>(D.w_out), nullptr, at<float>(s.x), T, H, V, true, st);
+    residual_gemm(s, D.w_out, T, V, st);
+  }
+
+  // Rows of the vocabulary this runner's embedding and head hold.
+  int head_rows() const { return program_.head.rows(); }
+
+  // x += act [T, k] · w: one accumulating GEMM, or under tensor parallelism the rank's partial product summed over
+  // the ranks in rank order, then added.
+  void residual_gemm(const Scratch& s, CUdeviceptr w, int T, int k, cuda::CUstream st) {
+    const int H = config_.hidden_size;
+    if (!parallel()) {
+      k::gemm(at<uint16_t>(s.act), at<uint16_t>(w), nullptr, at<float>(s.x), T, H, k, true, st);
+      return;
+    }
+    k::gemm(at<uint16_t>(s.act), at<uint16_t>(w), nullptr, at<float>(s.partial), T, H, k, false, st);
+    where_.group->all_reduce(where_.rank, at<float>(s.partial), at<float>(s.gathered), size_t(T) * H, st);
+    k::add_in_place(at<float>(s.x), at<float>(s.partial), size_t(T) * H, st);
+  }
+
+  // The rows' embeddings into x (under tensor parallelism: each rank's vocabulary slice, summed over the ranks).
+  void embed(const Scratch& s, const int32_t* tokens, int T, cuda::CUstream st) {
+    const int H = config_.hidden_size;
+    if (!parallel()) {
+      k::embedding(at<uint16_t>(weights_.embed), tokens, T, H, at<float>(s.x), st);
+      return;
+    }
+    k::embedding_slice(at<uint16_t>(weights_.embed), tokens, T, H, where_.rank * head_rows(), head_rows(),
+                       at<float>(s.x), st);
+    where_.group->all_reduce(where_.rank, at<float>(s.x), at<float>(s.gathered), size_t(T) * H, st);
+  }
+
+  // Logits [R, vocab] of the normed rows in lastn (under tensor parallelism: each rank's slice, gathered).
+  void head_logits(const Scratch& s, int R, cuda::CUstream st) {
+    const int H = config_.hidden_size;
+    if (!parallel()) {
+      k::gemm(at<uint16_t>(s.lastn), at<uint16_t>(weights_.head), nullptr, at<float>(s.logits), R, head_rows(), H,
+              false, st);
+      return;
+    }
+    k::gemm(at<uint16_t>(s.lastn), at<uint16_t>(weights_.head), nullptr, at<float>(s.part_logits), R, head_rows(), H,
+            false, st);
+    where_.group->all_gather(where_.rank, at<float>(s.part_logits), at<float>(s.gathered), size_t(R) * head_rows(), st);
+    k::interleave_slices(at<float>(s.gathered), ranks(), R, head_rows(), at<float>(s.logits), st);
   }
 
   void enqueue(const Scratch& s, const cuda::MetaLayout& L, int T, int R, bool sample, const Plan* images,
                std::vector<float>* states, int sequences, float* snapshots, cuda::CUstream st) {
     const ModelConfig& c = config_;
-    const int H = c.hidden_size, F = c.intermediate_size;
+    const int H = c.hidden_size;
     const int32_t* meta = at<int32_t>(s.meta);
     const int32_t *tokens = meta + L.tokens, *logit_rows = meta + L.logits;
     const PassInputs in{meta + L.slot,       meta + L.keys,         meta + L.table, meta + L.pages,
                         at<float>(s.meta) + L.cos, at<float>(s.meta) + L.sin, sequences, snapshots};
     const auto* params = reinterpret_cast<const k::SampleRow*>(meta + L.sample);
 
-    k::embedding(at<uint16_t>(weights_.embed), tokens, T, H, at<float>(s.x), st);
+    embed(s, tokens, T, st);
     if (images)
       for (const auto& [row, src] : images->image_rows)
         stage_.upload(s.x + size_t(row) * H * 4, src, size_t(H) * 4, st);
@@ -513,10 +571,11 @@ class CudaModel final : public Model {
       k::rmsnorm_bf16(at<float>(s.x), nullptr, at<float>(Ly.norm), T, H, eps, at<uint16_t>(s.xn), st);
       if (lp.deltanet) deltanet_mixer(s, *lp.deltanet, Ly.deltanet, in, T, st);
       else attention_mixer(s, *lp.attention, Ly.attention, in, T, st);
+      const int F = lp.mlp.gate.rows();
       k::rmsnorm_bf16(at<float>(s.x), nullptr, at<float>(Ly.mlp_norm), T, H, eps, at<uint16_t>(s.xn), st);
       k::gemm(at<uint16_t>(s.xn), at<uint16_t>(Ly.wgate_up), nullptr, at<float>(s.gu), T, 2 * F, H, false, st);
       k::swiglu(at<float>(s.gu), T, F, at<uint16_t>(s.act), st);
-      k::gemm(at<uint16_t>(s.act), at<uint16_t>(Ly.wdown), nullptr, at<float>(s.x), T, H, F, true, st);
+      residual_gemm(s, Ly.wdown, T, F, st);
       if (states && li + 1 < layers) append_download(*states, s.x, size_t(T) * H);
     }
     if (states) {
@@ -525,8 +584,7 @@ class CudaModel final : public Model {
     }
     if (R == 0) return;
     k::rmsnorm_bf16(at<float>(s.x), logit_rows, at<float>(weights_.final_norm), R, H, eps, at<uint16_t>(s.lastn), st);
-    k::gemm(at<uint16_t>(s.lastn), at<uint16_t>(weights_.head), nullptr, at<float>(s.logits), R, c.vocab_size, H,
-            false, st);
+    head_logits(s, R, st);
     if (sample && samples_on_device())
       k::sample_rows(at<float>(s.logits), R, c.vocab_size, params, at<int32_t>(s.ids), st);
   }
@@ -639,6 +697,7 @@ class CudaModel final : public Model {
 
   ModelConfig config_;
   std::shared_ptr<Checkpoint> ck_;
+  RunnerPlacement where_;
   cuda::Device device_;
   cuda::Stream stream_;
   cuda::PinnedBudget pinned_;
@@ -670,11 +729,18 @@ bool cuda_device_available() {
 }
 
 std::unique_ptr<Model> create_cuda_model(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint) {
-  return std::make_unique<CudaModel>(config, std::move(checkpoint));
+  ModelProgram program = model_program(config, checkpoint.get());
+  return std::make_unique<CudaModel>(config, std::move(program), std::move(checkpoint), nullptr, RunnerPlacement{});
 }
 
 std::unique_ptr<Model> create_synthetic_cuda_model(const ModelConfig& config, const cuda::SyntheticSpread& spread) {
-  return std::make_unique<CudaModel>(config, nullptr, &spread);
+  return std::make_unique<CudaModel>(config, model_program(config, nullptr), nullptr, &spread, RunnerPlacement{});
+}
+
+std::unique_ptr<Model> create_cuda_runner(const ModelConfig& config, ModelProgram program,
+                                          std::shared_ptr<Checkpoint> checkpoint, const cuda::SyntheticSpread* spread,
+                                          const RunnerPlacement& where) {
+  return std::make_unique<CudaModel>(config, std::move(program), std::move(checkpoint), spread, where);
 }
 
 }  // namespace fs

@@ -10,7 +10,8 @@ namespace fs::cuda {
 
 namespace k = kernels;
 
-void StateRows::add_chunk(const SequenceChunk& ch, int first_row, int64_t slot_floats, size_t state_floats) {
+void StateRows::add_chunk(const SequenceChunk& ch, int first_row, int64_t slot_floats, size_t state_floats,
+                          size_t target_offset) {
   k::DeltaNetSeq s;
   s.first_row = first_row;
   s.rows = int(ch.tokens.size());
@@ -20,7 +21,7 @@ void StateRows::add_chunk(const SequenceChunk& ch, int first_row, int64_t slot_f
   s.tap_count = int(ch.state_snapshots.size());
   for (const StateSnapshotTarget& t : ch.state_snapshots) {
     taps.push_back({t.position - ch.start_pos, int64_t(taps.size()) * int64_t(state_floats)});
-    tap_targets.push_back(t.state);
+    tap_targets.push_back(t.state + target_offset);
   }
   seqs.push_back(s);
 }

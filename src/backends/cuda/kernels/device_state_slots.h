@@ -19,8 +19,10 @@ struct StateRows {
   std::vector<kernels::DeltaNetSnapshot> taps;
   std::vector<float*> tap_targets;  // host destination of each tap (state_floats floats)
 
-  // Adds a chunk whose rows start at `first_row`; `slot_floats` is its state slot's offset in floats.
-  void add_chunk(const SequenceChunk& chunk, int first_row, int64_t slot_floats, size_t state_floats);
+  // Adds a chunk whose rows start at `first_row`; `slot_floats` is its state slot's offset in floats; its snapshots
+  // land `target_offset` floats into their host targets (a tensor-parallel rank's share).
+  void add_chunk(const SequenceChunk& chunk, int first_row, int64_t slot_floats, size_t state_floats,
+                 size_t target_offset);
   // Adds `count` one-row sequences from `first_row` on, fresh, all in the padding slot.
   void add_padding(int first_row, int count, int64_t padding_floats);
   // Bytes of the descriptor block for `rows` rows (at most one sequence and one tap per row).

@@ -1,10 +1,9 @@
 #include "backends/cuda/kernels/device_weights.h"
 
 #include "backends/cuda/kernels/fill_ops.h"
-#include "core/hash.h"
-
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/hash.h"
 #include "io/safetensors.h"
 #include "models/weights_loader.h"
 
@@ -23,6 +22,24 @@ size_t matrix_bytes(const std::vector<const MatrixRef*>& refs) {
 }
 
 size_t vector_bytes(const VectorRef& v) { return size_t(v.size()) * sizeof(float); }
+
+// The part's slice of `all` (the whole tensor in storage order): its row ranges in order, the column range of
+// each row, later dimensions whole.
+template <typename T>
+std::vector<T> placed(const TensorPart& part, const T* all) {
+  const size_t total = part.elements();
+  if (!part.slice) return std::vector<T>(all, all + total);
+  const size_t rows = size_t(part.shape.at(0)), row_len = total / rows;
+  const size_t cols = part.shape.size() > 1 ? size_t(part.shape[1]) : 1, inner = row_len / cols;
+  std::vector<T> out;
+  out.reserve(part.placed_elements());
+  for (const IndexRange& r : part.slice->rows)
+    for (int64_t row = r.begin; row < r.end; ++row) {
+      const T* src = all + size_t(row) * row_len + size_t(part.slice->cols.begin) * inner;
+      out.insert(out.end(), src, src + size_t(part.slice->cols.size()) * inner);
+    }
+  return out;
+}
 
 // The bytes each step's buffers take once padded, in upload order.
 size_t arena_bytes(const ModelProgram& p) {
@@ -58,9 +75,9 @@ class Uploader {
     CUdeviceptr at = span.ptr;
     for (const MatrixRef* ref : refs)
       for (const TensorPart& part : ref->parts) {
-        if (part.shape.at(1) != refs.front()->cols())
+        if (part.placed_cols() != refs.front()->cols())
           throw Error("matrix " + ref->what + ": stacked parts differ in columns");
-        const size_t n = part.elements();
+        const size_t n = part.placed_elements();
         if (spread_) synthesize(part.name, at, n, true, 0.0f);
         else upload_matrix(part, at);
         at += n * 2;
@@ -76,15 +93,16 @@ class Uploader {
       DeviceSpan span = arena_.allocate(size_t(v.size()) * sizeof(float), v.what);
       CUdeviceptr at = span.ptr;
       for (const TensorPart& part : v.parts) {
-        synthesize(part.name, at, part.elements(), false, v.plus_one ? 1.0f : 0.0f);
-        at += part.elements() * sizeof(float);
+        synthesize(part.name, at, part.placed_elements(), false, v.plus_one ? 1.0f : 0.0f);
+        at += part.placed_elements() * sizeof(float);
       }
       return span.ptr;
     }
     std::vector<float> all;
     for (const TensorPart& part : v.parts) {
-      std::vector<float> floats = load_floats(*ck_, part.name, part.shape);
-      all.insert(all.end(), floats.begin(), floats.end());
+      const std::vector<float> floats = load_floats(*ck_, part.name, part.shape);
+      const std::vector<float> mine = placed(part, floats.data());
+      all.insert(all.end(), mine.begin(), mine.end());
     }
     if (v.plus_one) all = one_plus(std::move(all));
     DeviceSpan span = arena_.allocate(all.size() * sizeof(float), v.what);
@@ -97,15 +115,20 @@ class Uploader {
  private:
   void upload_matrix(const TensorPart& part, CUdeviceptr at) {
     const WeightMatrix m = load_matrix(*ck_, part.name, int(part.shape[0]), int(part.shape[1]));
-    const size_t n = part.elements();
-    if (m.dtype == DType::BF16) {
+    const size_t n = part.placed_elements();
+    if (m.dtype == DType::BF16 && !part.slice) {
       stage_->upload(at, m.data, n * 2, stream_);
       return;
     }
-    std::vector<uint16_t> converted(n);
-    const float* src = static_cast<const float*>(m.data);
-    for (size_t i = 0; i < n; ++i) converted[i] = f32_to_bf16(src[i]);
-    stage_->upload(at, converted.data(), n * 2, stream_);
+    std::vector<uint16_t> bits;
+    if (m.dtype == DType::BF16) {
+      bits = placed(part, static_cast<const uint16_t*>(m.data));
+    } else {
+      const std::vector<float> floats = placed(part, static_cast<const float*>(m.data));
+      bits.resize(floats.size());
+      for (size_t i = 0; i < floats.size(); ++i) bits[i] = f32_to_bf16(floats[i]);
+    }
+    stage_->upload(at, bits.data(), n * 2, stream_);
   }
 
   void synthesize(const std::string& name, CUdeviceptr at, size_t n, bool bf16, float extra_offset) {

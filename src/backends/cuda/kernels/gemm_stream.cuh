@@ -149,8 +149,7 @@ void launch_stream(const uint16_t* x, const uint16_t* w, const float* bias, floa
                    bool accumulate, void* stream) {
   using S = Stream<MT, NT, U, WMAX, HALF, PIPE>;
   auto kernel = stream_kernel<MT, NT, U, WMAX, HALF, PIPE>;
-  static const bool ready = (allow_shared_memory(kernel, unsigned(S::kMaxSmemBytes), "gemm"), true);
-  (void)ready;
+  allow_shared_memory_once(kernel, unsigned(S::kMaxSmemBytes), "gemm");
   dim3 grid((n + S::kCols - 1) / S::kCols, (m + S::kRows - 1) / S::kRows);
   launch_kernel("gemm", kernel, grid, dim3(32 * S::warps(k)), unsigned(S::smem_bytes(k)), stream, x, w, bias, y, m, n,
                 k, accumulate);

@@ -121,8 +121,7 @@ void launch_tiled(const uint16_t* x, const uint16_t* w, const float* bias, float
                   bool accumulate, void* stream) {
   using T = Tile<MW, NW, MT, NT, KB, STAGES>;
   auto kernel = tiled_kernel<MW, NW, MT, NT, KB, STAGES>;
-  static const bool ready = (allow_shared_memory(kernel, unsigned(T::kSmemBytes), "gemm", true), true);
-  (void)ready;
+  allow_shared_memory_once(kernel, unsigned(T::kSmemBytes), "gemm", true);
   dim3 grid((n + T::kCols - 1) / T::kCols, (m + T::kRows - 1) / T::kRows);
   launch_kernel("gemm", kernel, grid, dim3(T::kThreads), unsigned(T::kSmemBytes), stream, x, w, bias, y, m, n, k,
                 accumulate);

@@ -155,8 +155,7 @@ void launch_wgmma(const uint16_t* x, const uint16_t* w, const float* bias, float
   if (k == 0) return launch_tiled<4, 4, 2, 4, 2, 3>(x, w, bias, y, m, n, k, accumulate, stream);
   using W = Wgmma<COLS, STAGES>;
   auto kernel = wgmma_kernel<COLS, STAGES>;
-  static const bool ready = (allow_shared_memory(kernel, unsigned(W::kSmemBytes), "gemm wgmma", true), true);
-  (void)ready;
+  allow_shared_memory_once(kernel, unsigned(W::kSmemBytes), "gemm wgmma", true);
   const int tiles = ((m + W::kRows - 1) / W::kRows) * ((n + W::kCols - 1) / W::kCols);
   const int sms = multiprocessors(), ctas = tiles < sms ? tiles : sms;
   launch_kernel("gemm wgmma", kernel, dim3(ctas), dim3(W::kThreads), unsigned(W::kSmemBytes), stream,

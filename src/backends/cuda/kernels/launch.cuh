@@ -4,7 +4,9 @@
 // call, so failures are reported the same way and a fake table sees them.
 #include <cuda_runtime.h>
 
+#include <mutex>
 #include <string>
+#include <unordered_set>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -31,6 +33,19 @@ void allow_shared_memory(void (*kernel)(Params...), unsigned bytes, const char* 
   void* fn = kernel_function(reinterpret_cast<const void*>(kernel), what);
   set_function_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes), what);
   if (prefer_shared) set_function_attribute(fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100, what);
+}
+
+// allow_shared_memory once per kernel and device: attributes belong to a context's handle of the kernel, so each
+// device (each tensor-parallel rank) sets its own.
+template <typename... Params>
+void allow_shared_memory_once(void (*kernel)(Params...), unsigned bytes, const char* what, bool prefer_shared = false) {
+  static std::mutex mutex;
+  static std::unordered_set<void*> done;
+  void* fn = kernel_function(reinterpret_cast<const void*>(kernel), what);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (done.count(fn)) return;
+  allow_shared_memory(kernel, bytes, what, prefer_shared);
+  done.insert(fn);
 }
 
 // Queues kernel(args...) on `stream` with the given grid, block and dynamic shared memory (cuLaunchKernel).

@@ -214,8 +214,7 @@ void launch(const float* qkv, int heads, const AttentionTile* tiles, int tile_co
             cudaStream_t stream) {
   using L = Layout<HD>;
   auto kernel = attention_kernel<HD>;
-  static const bool ready = (allow_shared_memory(kernel, unsigned(L::kSmemBytes), "segment_attention"), true);
-  (void)ready;
+  allow_shared_memory_once(kernel, unsigned(L::kSmemBytes), "segment_attention");
   dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(heads));
   launch_kernel("segment_attention", kernel, grid, dim3(kThreads), unsigned(L::kSmemBytes), stream, qkv, heads, tiles,
                 scale * 1.4426950408889634f, out);

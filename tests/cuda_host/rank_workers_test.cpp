@@ -1,0 +1,55 @@
+// Rank workers: a job runs once on every rank, each on its own thread and all at once, and a failing rank's error
+// comes back naming it after every rank has finished.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "backends/cuda/host/rank_workers.h"
+#include "core/error.h"
+
+namespace fs::cuda {
+namespace {
+
+TEST(RankWorkers, EveryRankRunsOnItsOwnThreadAtTheSameTime) {
+  RankWorkers workers(3);
+  std::mutex m;
+  std::set<std::thread::id> threads;
+  std::atomic<int> arrived{0};
+  for (int round = 0; round < 5; ++round) {
+    arrived = 0;
+    std::vector<int> ran(3, 0);
+    workers.run([&](int r) {
+      ++arrived;
+      while (arrived < 3) std::this_thread::yield();  // a rank that waits for its peers, as in a collective
+      ++ran[size_t(r)];
+      std::lock_guard<std::mutex> lock(m);
+      threads.insert(std::this_thread::get_id());
+    });
+    EXPECT_EQ(ran, std::vector<int>({1, 1, 1}));
+  }
+  EXPECT_EQ(threads.size(), 3u);
+  EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u);
+}
+
+TEST(RankWorkers, AFailingRankIsNamedAfterAllRanksFinish) {
+  RankWorkers workers(2);
+  std::atomic<int> finished{0};
+  try {
+    workers.run([&](int r) {
+      ++finished;
+      if (r == 1) throw Error("out of memory");
+    });
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor-parallel rank 1 of 2: out of memory"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(finished, 2);
+  int after = 0;
+  workers.run([&](int) { ++after; });  // the workers go on after a failure
+  EXPECT_EQ(after, 2);
+}
+
+}  // namespace
+}  // namespace fs::cuda
