@@ -1,11 +1,14 @@
-// Image benchmark of a Qwen2.5-VL checkpoint: vision tower time per image, time to first token of a chat prompt
-// with 1 and with 4 images (preprocess + encode + prefill through the engine + first greedy token), pinned
+// Image benchmark of a Qwen2.5-VL or Qwen3.5 checkpoint: vision tower time per image (the family's tower, built by
+// the server's encoder factory), time to first token of a chat prompt with 1 and with 4 images (preprocess +
+// encode + prefill through the engine + first greedy token), pinned
 // allocations and frees per image in steady state, and device memory, with the tower's weights on the device and
 // in pinned host memory (--vision-host); greedy token_sha256 per mode so the modes can be compared. Prints
 // figures; never a test.
 // Usage: bench_vision (--model DIR | DIR) [--device auto|cpu|cuda] [--image-size WxH] [--images 1,4]
 //          [--reply N] [--tower-images N] [--modes device,host] [--vision-host] [--prefill-chunk N] [--threads N]
-//        bench_vision --make-like qwen2.5-vl-7b [--tokenizer-from DIR] [--layers N] DIR ...   (writes it first)
+//        bench_vision --make-like qwen2.5-vl-7b|qwen3.5-27b [--tokenizer-from DIR] [--layers N] [--hidden N]
+//          [--intermediate N] [--vision-depth N] [--vision-hidden N] [--vision-heads N] [--vision-intermediate N]
+//          DIR ...   (writes it first, the family's tiny fixture tokenizer by default)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -282,40 +285,74 @@ TextSide load_text(const std::filesystem::path& dir, const std::string& device) 
   }
   auto start = Clock::now();
   t.model = create_model_on(device, t.config, t.checkpoint);
-  std::printf("text model on %s loaded in %.1f s: %d layers, hidden %d, %.1f MiB of weights\n",
-              t.model->device_name(), seconds_since(start), t.config.num_layers, t.config.hidden_size,
-              mib(t.model->weight_bytes()));
+  std::printf("%s on %s loaded in %.1f s: %d layers, hidden %d, %.1f MiB of weights\n",
+              t.config.architecture.c_str(), t.model->device_name(), seconds_since(start), t.config.num_layers,
+              t.config.hidden_size, mib(t.model->weight_bytes()));
   return t;
+}
+
+// The preset's config with the size flags applied.
+json sized_preset(const std::string& like, const cli::Args& args) {
+  json config = preset_config(like);
+  ConfigOverrides o;
+  auto size = [&](const char* flag) { return int(args.get_int(flag, 0)); };
+  o.layers = size("layers");
+  o.hidden = size("hidden");
+  o.intermediate = size("intermediate");
+  o.vision_depth = size("vision-depth");
+  o.vision_hidden = size("vision-hidden");
+  o.vision_heads = size("vision-heads");
+  o.vision_intermediate = size("vision-intermediate");
+  apply_overrides(config, o);
+  return config;
+}
+
+// The family's tiny fixture, whose tokenizer and chat template the written checkpoint takes; empty when absent.
+std::filesystem::path fixture_tokenizer(const json& config) {
+  const bool qwen3_5 = config.at("architectures").at(0) == "Qwen3_5ForConditionalGeneration";
+  const auto dir = std::filesystem::path(FOLDSERVE_SOURCE_DIR) / "../shared/models" /
+                   (qwen3_5 ? "tiny-qwen3.5-vl" : "tiny-qwen2.5-vl");
+  std::error_code ec;
+  return std::filesystem::exists(dir / "tokenizer.json", ec) ? dir : std::filesystem::path();
+}
+
+// The config's image, video and vision start/end ids become the ids the copied tokenizer gives those tokens, so the
+// chat template's `<|image_pad|>` is the id the prompt code expands.
+void take_tokenizer_ids(json& config, const std::filesystem::path& tokenizer_dir) {
+  auto tok = Tokenizer::load(tokenizer_dir);
+  for (auto [key, token] : {std::pair{"image_token_id", "<|image_pad|>"}, {"video_token_id", "<|video_pad|>"},
+                            {"vision_start_token_id", "<|vision_start|>"}, {"vision_end_token_id", "<|vision_end|>"}})
+    if (auto id = tok->token_to_id(token); id && config.contains(key)) config[key] = *id;
+}
+
+// Writes a random checkpoint of preset `like` (sized by the flags) into `dir`.
+void make_like(const std::string& like, const cli::Args& args, const std::filesystem::path& dir) {
+  json config = sized_preset(like, args);
+  if (!config.contains("vision_config")) throw Error("--make-like " + like + ": the preset has no vision tower");
+  MakeCheckpointOptions mo;
+  mo.seed = uint64_t(args.get_int("seed", 1));
+  mo.tokenizer_from = args.get_or("tokenizer-from", fixture_tokenizer(config).string());
+  if (!mo.tokenizer_from.empty()) take_tokenizer_ids(config, mo.tokenizer_from);
+  auto t = Clock::now();
+  make_checkpoint(config, dir, mo);
+  const json& text = config.contains("text_config") ? config["text_config"] : config;
+  std::printf("checkpoint %s (like %s, %d layers, hidden %d, tower depth %d, tokenizer %s) written in %.1f s\n",
+              dir.c_str(), like.c_str(), int(text["num_hidden_layers"]), int(text["hidden_size"]),
+              int(config["vision_config"]["depth"]),
+              mo.tokenizer_from.empty() ? "none: synthetic prompt ids" : mo.tokenizer_from.c_str(), seconds_since(t));
 }
 
 int bench(int argc, char** argv) {
   std::vector<std::string> argv_s(argv + 1, argv + argc);
   cli::Args args(argv_s,
                  {"model", "device", "image-size", "images", "reply", "tower-images", "reps", "modes", "make-like",
-                  "tokenizer-from", "layers", "prefill-chunk", "threads", "seed"},
+                  "tokenizer-from", "layers", "hidden", "intermediate", "vision-depth", "vision-hidden", "vision-heads",
+                  "vision-intermediate", "prefill-chunk", "threads", "seed"},
                  {"vision-host"});
   if (auto th = args.get("threads")) setenv("FOLDSERVE_THREADS", th->c_str(), 1);
   std::filesystem::path dir = args.get_or("model", args.positionals().empty() ? "" : args.positionals()[0]);
   if (dir.empty()) throw Error("usage: bench_vision (--model DIR | [--make-like NAME] DIR) [options]");
-  if (auto like = args.get("make-like")) {
-    auto config = preset_config(*like);
-    ConfigOverrides o;
-    o.layers = int(args.get_int("layers", 0));
-    apply_overrides(config, o);
-    MakeCheckpointOptions mo;
-    mo.seed = uint64_t(args.get_int("seed", 1));
-    std::filesystem::path tok = args.get_or("tokenizer-from", "");
-    std::error_code ec;
-    if (tok.empty() && std::filesystem::exists(std::filesystem::path(FOLDSERVE_SOURCE_DIR) /
-                                                   "../shared/models/tiny-qwen2.5-vl/tokenizer.json", ec))
-      tok = std::filesystem::path(FOLDSERVE_SOURCE_DIR) / "../shared/models/tiny-qwen2.5-vl";
-    mo.tokenizer_from = tok;
-    auto t = Clock::now();
-    make_checkpoint(config, dir, mo);
-    std::printf("checkpoint %s (like %s, %d layers, tokenizer %s) written in %.1f s\n", dir.c_str(), like->c_str(),
-                int(config["num_hidden_layers"]), tok.empty() ? "none: synthetic prompt ids" : tok.c_str(),
-                seconds_since(t));
-  }
+  if (auto like = args.get("make-like")) make_like(*like, args, dir);
   Settings s;
   const std::string size = args.get_or("image-size", "2048x1664");
   if (std::sscanf(size.c_str(), "%dx%d", &s.width, &s.height) != 2 || s.width <= 0 || s.height <= 0)
@@ -330,7 +367,8 @@ int bench(int argc, char** argv) {
 
   TextSide t = load_text(dir, args.get_or("device", "auto"));
   const auto tower_config = vision::VisionTowerConfig::from_json(t.config.vision, (dir / "config.json").string());
-  const auto processor = vision::ImageProcessorConfig::load(dir);
+  const auto processor =
+      vision::ImageProcessorConfig::load(dir, vision::family_image_backend(t.config.architecture));
   const vision::ImageGrid grid = vision::grid_for_size(s.width, s.height, processor);
   const int64_t tokens_per_image = grid.patches() / tower_config.merge_unit();
   // The encoder is sized as the server sizes it: for the largest image the processor admits.
