@@ -2,14 +2,13 @@
 // The Qwen2.5-VL vision tower on the CPU, as separate units (patch embedding, each block, the merger) so that a
 // staged-weights or device version can run them one at a time.
 #include <memory>
-#include <span>
-#include <string>
 #include <vector>
 
 #include "backends/cpu/weight.h"
 #include "models/encode_cancel.h"
+#include "models/vision_program.h"
+#include "models/vision_program_pass.h"
 #include "models/vision_tower_config.h"
-#include "models/window_plan.h"
 #include "vision/image_processor.h"
 #include "vision/tower_attention.h"
 #include "vision/tower_ops.h"
@@ -33,24 +32,26 @@ struct VisionMergerWeights {
 
 class Qwen25VisionTower {
  public:
-  // Loads `visual.*` (or `model.visual.*`) tensors; throws fs::Error naming a missing or misshapen tensor.
+  // Loads the tensors the tower's program names; throws fs::Error naming a missing or misshapen tensor.
   Qwen25VisionTower(const VisionTowerConfig& config, std::shared_ptr<Checkpoint> checkpoint);
 
-  const VisionTowerConfig& config() const { return config_; }
-  int units() const { return config_.depth + 2; }  // patch embedding, blocks, merger
+  const VisionTowerConfig& config() const { return program_.config; }
+  const VisionProgram& program() const { return program_; }
+  int units() const { return program_.config.depth + 2; }  // patch embedding, blocks, merger
   size_t weight_bytes() const;
 
   // Merged image features [patches / merge_unit, out_hidden_size] in raster order of merged units. Once `cancel`
   // is set, stops between units or inside a block's attention with EncodeCancelled.
   std::vector<float> encode(const PixelPatches& patches, const CancelFlag* cancel = nullptr) const;
 
-  // The units, for callers that schedule them: hidden states are [tokens, hidden_size] in window order.
-  std::vector<float> patch_embed(const PixelPatches& patches, const WindowPlan& plan) const;
-  void block(int index, const WindowPlan& plan, std::vector<float>& hidden, const CancelFlag* cancel = nullptr) const;
-  std::vector<float> merge(const WindowPlan& plan, const std::vector<float>& hidden) const;
+  // The units, for callers that schedule them, over the image's vision_pass(program(), grid): hidden states are
+  // [tokens, hidden_size] in window order.
+  std::vector<float> patch_embed(const PixelPatches& patches, const VisionPass& pass) const;
+  void block(int index, const VisionPass& pass, std::vector<float>& hidden, const CancelFlag* cancel = nullptr) const;
+  std::vector<float> merge(const VisionPass& pass, const std::vector<float>& hidden) const;
 
  private:
-  VisionTowerConfig config_;
+  VisionProgram program_;
   std::shared_ptr<Checkpoint> ck_;
   WeightMatrix patch_embed_;
   std::vector<VisionBlockWeights> blocks_;

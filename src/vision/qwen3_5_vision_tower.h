@@ -6,6 +6,8 @@
 
 #include "backends/cpu/weight.h"
 #include "models/encode_cancel.h"
+#include "models/vision_program.h"
+#include "models/vision_program_pass.h"
 #include "models/vision_tower_config.h"
 #include "vision/image_processor.h"
 #include "vision/tower_attention.h"
@@ -28,34 +30,28 @@ struct Qwen35VisionMergerWeights {
   MergerMlpWeights mlp;
 };
 
-// Per-image state shared by the units: token count, frame bounds and rotary cos/sin, in processor order.
-struct Qwen35TowerPlan {
-  int tokens = 0;
-  std::vector<int> frame_bounds;
-  std::vector<float> cos, sin;  // [tokens, head_dim / 2]
-};
-
 class Qwen35VisionTower {
  public:
-  // Loads `model.visual.*` (or `visual.*`) tensors; throws fs::Error naming a missing or misshapen tensor.
+  // Loads the tensors the tower's program names; throws fs::Error naming a missing or misshapen tensor.
   Qwen35VisionTower(const VisionTowerConfig& config, std::shared_ptr<Checkpoint> checkpoint);
 
-  const VisionTowerConfig& config() const { return config_; }
-  int units() const { return config_.depth + 2; }  // patch embedding, blocks, merger
+  const VisionTowerConfig& config() const { return program_.config; }
+  const VisionProgram& program() const { return program_; }
+  int units() const { return program_.config.depth + 2; }  // patch embedding, blocks, merger
   size_t weight_bytes() const;
 
   // Merged image features [patches / merge_unit, out_hidden_size] in raster order of merged units. Once `cancel`
   // is set, stops between units or inside a block's attention with EncodeCancelled.
   std::vector<float> encode(const PixelPatches& patches, const CancelFlag* cancel = nullptr) const;
 
-  // The units: hidden states are [tokens, hidden_size] in the processor's merge-block order.
-  Qwen35TowerPlan plan(const ImageGrid& grid) const;
-  std::vector<float> patch_embed(const PixelPatches& patches) const;
-  void block(int index, const Qwen35TowerPlan& plan, std::vector<float>& hidden, const CancelFlag* cancel = nullptr) const;
-  std::vector<float> merge(const std::vector<float>& hidden) const;
+  // The units, over the image's vision_pass(program(), grid): hidden states are [tokens, hidden_size] in the
+  // processor's merge-block order.
+  std::vector<float> patch_embed(const PixelPatches& patches, const VisionPass& pass) const;
+  void block(int index, const VisionPass& pass, std::vector<float>& hidden, const CancelFlag* cancel = nullptr) const;
+  std::vector<float> merge(const VisionPass& pass, const std::vector<float>& hidden) const;
 
  private:
-  VisionTowerConfig config_;
+  VisionProgram program_;
   std::shared_ptr<Checkpoint> ck_;
   WeightMatrix patch_embed_;
   std::vector<float> patch_bias_;

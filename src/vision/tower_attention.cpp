@@ -3,18 +3,17 @@
 #include <algorithm>
 
 #include "backends/cpu/ops.h"
-#include "io/safetensors.h"
-#include "models/weights_loader.h"
+#include "vision/program_weights.h"
 #include "vision/tower_ops.h"
 
 namespace fs::vision {
 
-TowerAttentionWeights load_tower_attention(const Checkpoint& ck, const std::string& prefix, int hidden) {
+TowerAttentionWeights load_tower_attention(const Checkpoint& ck, const VisionBlockProgram& b) {
   TowerAttentionWeights w;
-  w.qkv = load_matrix(ck, prefix + "qkv.weight", 3 * hidden, hidden);
-  w.qkv_bias = load_vector(ck, prefix + "qkv.bias", 3 * hidden);
-  w.proj = load_matrix(ck, prefix + "proj.weight", hidden, hidden);
-  w.proj_bias = load_vector(ck, prefix + "proj.bias", hidden);
+  w.qkv = load_part_matrix(ck, b.qkv);
+  w.qkv_bias = load_part_floats(ck, b.qkv_bias);
+  w.proj = load_part_matrix(ck, b.proj);
+  w.proj_bias = load_part_floats(ck, b.proj_bias);
   return w;
 }
 

@@ -1,16 +1,12 @@
 #pragma once
 // The attention half of a vision tower block on the CPU, as both towers run it: the fused qkv projection, 2-D
 // rotary on q and k, attention inside segments of tokens, the output projection.
-#include <string>
 #include <vector>
 
 #include "backends/cpu/weight.h"
 #include "models/encode_cancel.h"
+#include "models/vision_program.h"
 #include "models/vision_tower_config.h"
-
-namespace fs {
-class Checkpoint;
-}
 
 namespace fs::vision {
 
@@ -20,8 +16,8 @@ struct TowerAttentionWeights {
   size_t bytes() const { return qkv.bytes() + proj.bytes(); }
 };
 
-// `prefix` + qkv.weight / qkv.bias / proj.weight / proj.bias.
-TowerAttentionWeights load_tower_attention(const Checkpoint& ck, const std::string& prefix, int hidden);
+// The block's qkv and output projections with their biases, as the program names them.
+TowerAttentionWeights load_tower_attention(const Checkpoint& ck, const VisionBlockProgram& block);
 
 // xn [tokens, hidden] (normed) → out [tokens, hidden]; cos/sin [tokens, head_dim / 2]; each token attends within
 // its segment of `bounds`. Throws EncodeCancelled once `cancel` is set.

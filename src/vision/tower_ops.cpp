@@ -2,52 +2,19 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <memory>
 
 #include "backends/cpu/ops.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "io/safetensors.h"
-#include "models/weights_loader.h"
+#include "vision/program_weights.h"
 
 namespace fs::vision {
-
-std::string visual_prefix(const Checkpoint& ck) {
-  return ck.has("visual.patch_embed.proj.weight") ? "visual." : "model.visual.";
-}
 
 void check_patches(const PixelPatches& px, int64_t tokens, const VisionTowerConfig& c) {
   const int D = c.patch_dim();
   if (px.patch_dim != D || px.values.size() != size_t(tokens) * size_t(D))
     throw Error("pixel patches do not match the vision tower (" + std::to_string(px.patch_dim) + " values per patch, " +
                 std::to_string(D) + " expected)");
-}
-
-WeightMatrix load_patch_embed(const Checkpoint& ck, const std::string& name, int hidden, const VisionTowerConfig& c) {
-  TensorView t = ck.get(name);
-  const std::vector<int64_t> want{hidden, c.in_channels, c.temporal_patch_size, c.patch_size, c.patch_size};
-  if (t.shape() != want) throw Error(ck.dir().string() + ": tensor " + name + " does not have the conv3d shape of vision_config");
-  if (t.dtype() != DType::BF16 && t.dtype() != DType::F32 && t.dtype() != DType::F16)
-    throw Error(ck.dir().string() + ": tensor " + name + " has an unsupported dtype");
-  auto buf = std::make_shared<std::vector<float>>(size_t(hidden) * size_t(c.patch_dim()));
-  const auto* bytes = static_cast<const uint8_t*>(t.data);
-  for (size_t i = 0; i < buf->size(); ++i) {
-    if (t.dtype() == DType::F32) {
-      std::memcpy(&(*buf)[i], bytes + i * 4, 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, bytes + i * 2, 2);
-      (*buf)[i] = t.dtype() == DType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
-    }
-  }
-  WeightMatrix w;
-  w.dtype = DType::F32;
-  w.rows = hidden;
-  w.cols = c.patch_dim();
-  w.data = buf->data();
-  w.owned = std::move(buf);
-  return w;
 }
 
 void segment_attention(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
@@ -108,14 +75,12 @@ void add_in_place(std::vector<float>& x, const std::vector<float>& y) {
   for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
 }
 
-MergerMlpWeights load_merger_mlp(const Checkpoint& ck, const std::string& fc1_prefix, const std::string& fc2_prefix,
-                                 const VisionTowerConfig& c) {
-  const int M = c.hidden_size * c.merge_unit(), O = c.out_hidden_size;
+MergerMlpWeights load_merger_mlp(const Checkpoint& ck, const VisionMergerProgram& m) {
   MergerMlpWeights w;
-  w.fc1 = load_matrix(ck, fc1_prefix + "weight", M, M);
-  w.fc1_bias = load_vector(ck, fc1_prefix + "bias", M);
-  w.fc2 = load_matrix(ck, fc2_prefix + "weight", O, M);
-  w.fc2_bias = load_vector(ck, fc2_prefix + "bias", O);
+  w.fc1 = load_part_matrix(ck, m.fc1);
+  w.fc1_bias = load_part_floats(ck, m.fc1_bias);
+  w.fc2 = load_part_matrix(ck, m.fc2);
+  w.fc2_bias = load_part_floats(ck, m.fc2_bias);
   return w;
 }
 

@@ -1,29 +1,19 @@
 #pragma once
-// CPU pieces the vision towers share: where the tower's tensors live, the Conv3d patch embedding as a matrix,
-// attention inside segments of tokens, LayerNorm, the GELUs, residual adds, the merger MLP and the block loop.
+// CPU pieces the vision towers share: the patch check, attention inside segments of tokens, LayerNorm, the GELUs,
+// residual adds, the merger MLP and the block loop.
 #include <functional>
-#include <string>
 #include <vector>
 
 #include "backends/cpu/weight.h"
 #include "models/encode_cancel.h"
+#include "models/vision_program.h"
 #include "models/vision_tower_config.h"
 #include "vision/image_processor.h"
 
-namespace fs {
-class Checkpoint;
-}
-
 namespace fs::vision {
-
-// The prefix of the tower's tensors in the checkpoint: "visual." or "model.visual.".
-std::string visual_prefix(const Checkpoint& ck);
 
 // Throws unless the patches hold `tokens` patches of the tower's patch_dim values.
 void check_patches(const PixelPatches& patches, int64_t tokens, const VisionTowerConfig& c);
-
-// The conv3d kernel [hidden, channels, temporal, patch, patch] flattened to an fp32 [hidden, patch_dim] matrix.
-WeightMatrix load_patch_embed(const Checkpoint& ck, const std::string& name, int hidden, const VisionTowerConfig& c);
 
 // Softmax attention of every query over the keys of its own segment (bounds), per head; q/k/v [tokens, heads·hd].
 // Stops early, throwing EncodeCancelled, once `cancel` is set.
@@ -48,9 +38,8 @@ struct MergerMlpWeights {
   size_t bytes() const { return fc1.bytes() + fc2.bytes(); }
 };
 
-// fc1 and fc2 from `fc1_prefix` / `fc2_prefix` + weight and bias.
-MergerMlpWeights load_merger_mlp(const Checkpoint& ck, const std::string& fc1_prefix, const std::string& fc2_prefix,
-                                 const VisionTowerConfig& c);
+// fc1 and fc2 with their biases, as the program's merger names them.
+MergerMlpWeights load_merger_mlp(const Checkpoint& ck, const VisionMergerProgram& merger);
 
 // xn [units, merged] (normed) → [units, out_hidden].
 std::vector<float> merger_mlp(const MergerMlpWeights& w, const float* xn, int units);

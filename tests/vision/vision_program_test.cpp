@@ -1,8 +1,9 @@
 // The tower programs of tiny-qwen2.5-vl and tiny-qwen3.5-vl: every tensor they name is in the checkpoint with
 // that shape, every tower tensor of the checkpoint is named, their conventions are the family's, and an image's
-// pass is the CPU tower's bookkeeping.
+// pass holds the window plan (Qwen2.5-VL) or the frames, rotary angles and grid taps of the image (Qwen3.5).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 
 #include "io/hf_config.h"
@@ -10,8 +11,8 @@
 #include "models/vision_program.h"
 #include "models/vision_program_pass.h"
 #include "models/window_plan.h"
+#include "models/vision_position_grid.h"
 #include "support/fixtures.h"
-#include "vision/qwen3_5_vision_tower.h"
 
 namespace fs::test {
 namespace {
@@ -103,14 +104,19 @@ TEST(VisionProgram, Qwen35NamesEveryTowerTensorAndResamplesItsPositionGrid) {
 
   const vision::ImageGrid grid{2, 10, 14};
   const VisionPass pass = vision_pass(v, grid);
-  const vision::Qwen35TowerPlan plan = vision::Qwen35VisionTower(t.config, t.checkpoint).plan(grid);
+  const std::vector<float> angles =
+      vision::axial_rotary_angles(grid, t.config.head_dim(), t.config.rope_theta, t.config.spatial_merge_size);
   const vision::PositionTaps taps =
       vision::position_grid_taps(grid, t.config.position_grid_side(), t.config.spatial_merge_size);
-  EXPECT_EQ(pass.tokens, plan.tokens);
+  EXPECT_EQ(pass.tokens, 2 * 10 * 14);
   EXPECT_TRUE(pass.window_index.empty());
-  EXPECT_EQ(pass.frame_bounds, plan.frame_bounds);
-  EXPECT_EQ(pass.cos, plan.cos);
-  EXPECT_EQ(pass.sin, plan.sin);
+  EXPECT_EQ(pass.frame_bounds, (std::vector<int>{0, 140, 280}));
+  ASSERT_EQ(pass.cos.size(), angles.size());
+  ASSERT_EQ(pass.sin.size(), angles.size());
+  for (size_t i = 0; i < angles.size(); ++i) {
+    EXPECT_EQ(pass.cos[i], std::cos(angles[i]));
+    EXPECT_EQ(pass.sin[i], std::sin(angles[i]));
+  }
   EXPECT_EQ(pass.taps.index, taps.index);
   EXPECT_EQ(pass.taps.weight, taps.weight);
   EXPECT_EQ(pass.taps.index.size(), size_t(pass.tokens) * 4);
