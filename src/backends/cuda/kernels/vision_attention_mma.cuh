@@ -7,7 +7,8 @@
 // the other of two shared buffers. Each warp runs its own online softmax over the blocks: S = Q·Kᵀ and O += P·V
 // with mma.sync m16n8k16 (q, k, v and P rounded to bf16, f32 accumulation, exp2 with the scale folded in). Keys
 // past key_end are zero-filled and masked to -inf. No atomics and no cross-warp reductions: a row's bits depend
-// only on its q, its segment's keys and values, and the head shape.
+// only on its q, its segment's keys and values, and the head shape. A head of D dims that is not a multiple of 16
+// (Qwen3.5's 72) computes as HD = D rounded up to 16, its extra dims zero in q, k and v.
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/launch.cuh"
 #include "backends/cuda/kernels/mma_ptx.cuh"
@@ -21,14 +22,14 @@ constexpr int kThreads = 32 * kWarps;
 constexpr int kBlockKeys = 64;  // keys per block, blocks start at the segment's first key
 static_assert(kVisionTileRows % 16 == 0, "tiles are whole mma row blocks");
 
-template <int HD>
+template <int HD, int D>
 struct Layout {
-  static_assert(HD % 16 == 0 && HD <= kVisionMaxHeadDim, "head_dim must be a multiple of 16 up to the maximum");
+  static_assert(HD % 16 == 0 && HD <= kVisionMaxHeadDim, "the computed head_dim is a multiple of 16 up to the maximum");
+  static_assert(D % 8 == 0 && D <= HD && HD - D < 16, "the stored head_dim is HD or HD − 8");
   static constexpr int kStride = HD + 8;                    // padded shared row (bf16): conflict-free ldmatrix
   static constexpr int kMatrixElems = kBlockKeys * kStride;  // one K or V block
-  static constexpr int kChunks = kBlockKeys * HD / 4;        // float4 loads per K or V block
-  static constexpr int kPerThread = kChunks / kThreads;
-  static_assert(kChunks % kThreads == 0, "every thread loads the same number of float4");
+  static constexpr int kChunks = kBlockKeys * D / 4;         // float4 loads per K or V block
+  static constexpr int kPerThread = (kChunks + kThreads - 1) / kThreads;
   static constexpr size_t kSmemBytes = size_t(2) * 2 * kMatrixElems * 2;  // two buffers of K and V
 };
 
@@ -39,38 +40,51 @@ using ptx::pack_bf16;
 
 // Loads this thread's float4 pieces of rows k0…k0+63 of k or v (`base` points at the head's slice of row 0);
 // zero past key_end.
-template <int HD>
-__device__ __forceinline__ void load_part(float4 (&r)[Layout<HD>::kPerThread], const float* base, size_t stride,
+template <int HD, int D>
+__device__ __forceinline__ void load_part(float4 (&r)[Layout<HD, D>::kPerThread], const float* base, size_t stride,
                                           int k0, int key_end) {
 #pragma unroll
-  for (int i = 0; i < Layout<HD>::kPerThread; ++i) {
-    const int c = threadIdx.x + i * kThreads, key = c / (HD / 4), part = c % (HD / 4);
+  for (int i = 0; i < Layout<HD, D>::kPerThread; ++i) {
+    const int c = threadIdx.x + i * kThreads, key = c / (D / 4), part = c % (D / 4);
     r[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (k0 + key < key_end) r[i] = __ldg(reinterpret_cast<const float4*>(base + size_t(k0 + key) * stride) + part);
+    if (c < Layout<HD, D>::kChunks && k0 + key < key_end)
+      r[i] = __ldg(reinterpret_cast<const float4*>(base + size_t(k0 + key) * stride) + part);
   }
 }
 
 // Rounds the loaded pieces to bf16 and stores them as rows of one shared K or V block.
-template <int HD>
-__device__ __forceinline__ void store_part(uint16_t* dst, const float4 (&r)[Layout<HD>::kPerThread]) {
+template <int HD, int D>
+__device__ __forceinline__ void store_part(uint16_t* dst, const float4 (&r)[Layout<HD, D>::kPerThread]) {
 #pragma unroll
-  for (int i = 0; i < Layout<HD>::kPerThread; ++i) {
-    const int c = threadIdx.x + i * kThreads, key = c / (HD / 4), part = c % (HD / 4);
-    *reinterpret_cast<uint2*>(dst + key * Layout<HD>::kStride + part * 4) =
-        make_uint2(pack_bf16(r[i].x, r[i].y), pack_bf16(r[i].z, r[i].w));
+  for (int i = 0; i < Layout<HD, D>::kPerThread; ++i) {
+    const int c = threadIdx.x + i * kThreads, key = c / (D / 4), part = c % (D / 4);
+    if (c < Layout<HD, D>::kChunks)
+      *reinterpret_cast<uint2*>(dst + key * Layout<HD, D>::kStride + part * 4) =
+          make_uint2(pack_bf16(r[i].x, r[i].y), pack_bf16(r[i].z, r[i].w));
   }
 }
 
-template <int HD>
+// Zeroes the computed dims past the stored ones (D … HD − 1) of every row of both K and V buffers; stores never
+// touch them afterwards.
+template <int HD, int D>
+__device__ __forceinline__ void zero_padding(uint16_t* smem) {
+  if constexpr (D < HD) {
+    for (int row = threadIdx.x; row < 4 * kBlockKeys; row += kThreads)
+#pragma unroll
+      for (int d = D; d < HD; ++d) smem[row * Layout<HD, D>::kStride + d] = 0;
+  }
+}
+
+template <int HD, int D>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_kernel(const float* qkv, int heads, const AttentionTile* tiles, float scale_log2, uint16_t* out) {
-  using L = Layout<HD>;
+  using L = Layout<HD, D>;
   extern __shared__ __align__(16) uint16_t smem[];  // buffer b: K at 2b, V at 2b + 1
   const AttentionTile tile = tiles[blockIdx.x];
   const int head = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int H = heads * HD;
+  const int H = heads * D;
   const size_t stride = 3 * size_t(H);
-  const float* kbase = qkv + H + size_t(head) * HD;
+  const float* kbase = qkv + H + size_t(head) * D;
   const float* vbase = kbase + H;
   const bool active = 16 * warp < tile.count;
   const int blocks = (tile.key_end - tile.key_begin + kBlockKeys - 1) / kBlockKeys;
@@ -79,18 +93,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint32_t qf[HD / 16][4];
   {
     const int r0 = 16 * warp + g, r1 = r0 + 8;
-    const float* q0 = qkv + size_t(tile.row + r0) * stride + size_t(head) * HD + 2 * t;
-    const float* q1 = qkv + size_t(tile.row + r1) * stride + size_t(head) * HD + 2 * t;
+    const float* q0 = qkv + size_t(tile.row + r0) * stride + size_t(head) * D + 2 * t;
+    const float* q1 = qkv + size_t(tile.row + r1) * stride + size_t(head) * D + 2 * t;
 #pragma unroll
     for (int kk = 0; kk < HD / 16; ++kk) {
       float2 a = make_float2(0.0f, 0.0f), b = a, c = a, d = a;
+      const bool high = kk * 16 + 8 < D;  // the upper 8 dims of this k16 step are stored ones
       if (r0 < tile.count) {
         a = *reinterpret_cast<const float2*>(q0 + kk * 16);
-        c = *reinterpret_cast<const float2*>(q0 + kk * 16 + 8);
+        if (high) c = *reinterpret_cast<const float2*>(q0 + kk * 16 + 8);
       }
       if (r1 < tile.count) {
         b = *reinterpret_cast<const float2*>(q1 + kk * 16);
-        d = *reinterpret_cast<const float2*>(q1 + kk * 16 + 8);
+        if (high) d = *reinterpret_cast<const float2*>(q1 + kk * 16 + 8);
       }
       qf[kk][0] = pack_bf16(a.x, a.y);
       qf[kk][1] = pack_bf16(b.x, b.y);
@@ -107,11 +122,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this lane's share of the row sums
 
   float4 pf[L::kPerThread];
+  zero_padding<HD, D>(smem);
   if (blocks > 0) {
-    load_part<HD>(pf, kbase, stride, tile.key_begin, tile.key_end);
-    store_part<HD>(smem, pf);
-    load_part<HD>(pf, vbase, stride, tile.key_begin, tile.key_end);
-    store_part<HD>(smem + L::kMatrixElems, pf);
+    load_part<HD, D>(pf, kbase, stride, tile.key_begin, tile.key_end);
+    store_part<HD, D>(smem, pf);
+    load_part<HD, D>(pf, vbase, stride, tile.key_begin, tile.key_end);
+    store_part<HD, D>(smem + L::kMatrixElems, pf);
   }
   __syncthreads();
 
@@ -122,7 +138,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint16_t* vs = ks + L::kMatrixElems;
     uint16_t* next = smem + ((b + 1) % 2) * 2 * L::kMatrixElems;  // last read in block b - 1, before its barrier
 
-    if (more) load_part<HD>(pf, kbase, stride, kn, tile.key_end);
+    if (more) load_part<HD, D>(pf, kbase, stride, kn, tile.key_end);
     float s[kBlockKeys / 8][4];
     if (active) {
       // S = Q·Kᵀ: 16 rows × 64 keys, eight n8 tiles.
@@ -166,8 +182,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     if (more) {
-      store_part<HD>(next, pf);
-      load_part<HD>(pf, vbase, stride, kn, tile.key_end);
+      store_part<HD, D>(next, pf);
+      load_part<HD, D>(pf, vbase, stride, kn, tile.key_end);
     }
     if (active) {
       // O += P·V: P's A fragments come straight from the S accumulators, 16 keys at a time.
@@ -186,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
-    if (more) store_part<HD>(next + L::kMatrixElems, pf);
+    if (more) store_part<HD, D>(next + L::kMatrixElems, pf);
     __syncthreads();
   }
 
@@ -201,19 +217,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int r = 16 * warp + g + 8 * h;
     if (r >= tile.count) continue;
     const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-    uint16_t* dst = out + size_t(tile.row + r) * H + size_t(head) * HD + 2 * t;
+    uint16_t* dst = out + size_t(tile.row + r) * H + size_t(head) * D + 2 * t;
 #pragma unroll
     for (int n = 0; n < HD / 8; ++n)
-      *reinterpret_cast<uint32_t*>(dst + n * 8) = pack_bf16(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
+      if (n * 8 < D) *reinterpret_cast<uint32_t*>(dst + n * 8) = pack_bf16(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
   }
 }
 
-// Launches the kernel for head_dim HD: one CTA per (tile, head).
-template <int HD>
+// Launches the kernel for stored head_dim D computed as HD: one CTA per (tile, head).
+template <int HD, int D = HD>
 void launch(const float* qkv, int heads, const AttentionTile* tiles, int tile_count, float scale, uint16_t* out,
             cudaStream_t stream) {
-  using L = Layout<HD>;
-  auto kernel = attention_kernel<HD>;
+  using L = Layout<HD, D>;
+  auto kernel = attention_kernel<HD, D>;
   allow_shared_memory_once(kernel, unsigned(L::kSmemBytes), "segment_attention");
   dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(heads));
   launch_kernel("segment_attention", kernel, grid, dim3(kThreads), unsigned(L::kSmemBytes), stream, qkv, heads, tiles,

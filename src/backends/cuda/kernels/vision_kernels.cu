@@ -150,6 +150,20 @@ void segment_attention(const float* qkv, int heads, int head_dim, const Attentio
     }
     return;
   }
+  if (head_dim % 8 == 0) {  // computed as the next multiple of 16, the extra 8 dims zero
+    if (reinterpret_cast<uintptr_t>(qkv) % 16 != 0) throw Error("vision attention needs 16-byte aligned qkv");
+    switch (head_dim) {
+      case 8: vision_mma::launch<16, 8>(qkv, heads, tiles, tile_count, scale, out, st); break;
+      case 24: vision_mma::launch<32, 24>(qkv, heads, tiles, tile_count, scale, out, st); break;
+      case 40: vision_mma::launch<48, 40>(qkv, heads, tiles, tile_count, scale, out, st); break;
+      case 56: vision_mma::launch<64, 56>(qkv, heads, tiles, tile_count, scale, out, st); break;
+      case 72: vision_mma::launch<80, 72>(qkv, heads, tiles, tile_count, scale, out, st); break;
+      case 88: vision_mma::launch<96, 88>(qkv, heads, tiles, tile_count, scale, out, st); break;
+      case 104: vision_mma::launch<112, 104>(qkv, heads, tiles, tile_count, scale, out, st); break;
+      default: vision_mma::launch<128, 120>(qkv, heads, tiles, tile_count, scale, out, st); break;
+    }
+    return;
+  }
   const size_t smem = (size_t(kKeyChunk) * (head_dim + 1) + size_t(kKeyChunk) * head_dim +
                        size_t(kFallbackRows) * head_dim) * sizeof(float);
   dim3 grid(static_cast<unsigned>(tile_count), static_cast<unsigned>(heads));

@@ -23,8 +23,9 @@ struct AttentionTile {
 
 // Non-causal softmax attention of every tile's rows over its keys, per head, keys visited in increasing order
 // (online softmax); q/k/v are the three parts of qkv[rows, 3·heads·head_dim]; out bf16 [rows, heads·head_dim].
-// Head dims that are multiples of 16 run on tensor cores (q, k, v and the probabilities rounded to bf16, f32
-// sums; qkv 16-byte aligned); other head dims on an f32 kernel. Same input, same bits.
+// Head dims that are multiples of 8 run on tensor cores (q, k, v and the probabilities rounded to bf16, f32
+// sums; qkv 16-byte aligned; a head of 8·odd dims computed with 8 zero dims added); other head dims on an f32
+// kernel. Same input, same bits.
 void segment_attention(const float* qkv, int heads, int head_dim, const AttentionTile* tiles, int tile_count,
                        float scale, uint16_t* out, void* stream);
 
