@@ -20,6 +20,7 @@
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "support/fixtures.h"
+#include "tower_checks.h"
 #include "vision/qwen2_5_vl_tower.h"
 #include "vision/vision_encoder.h"
 #include "vision/vision_fixtures.h"
@@ -309,15 +310,6 @@ TEST(VisionKernels, ScatterRowsUndoesAPermutation) {
   }
 }
 
-struct TowerFixture {
-  vision::VisionTowerConfig config;
-  std::shared_ptr<Checkpoint> checkpoint;
-  std::vector<std::string> names;
-  std::vector<PixelPatches> images;
-  std::vector<std::vector<float>> reference;
-  int64_t max_patches = 0;
-};
-
 TowerFixture load_fixture(const std::filesystem::path& shared) {
   TowerFixture f;
   const auto dir = vl_model_dir(shared);
@@ -325,26 +317,8 @@ TowerFixture load_fixture(const std::filesystem::path& shared) {
   f.checkpoint = Checkpoint::open(dir);
   const auto ref_dir = vl_reference_dir(shared);
   const auto cases = vl_cases(shared);  // kept alive: the loop below walks a member of it
-  for (const auto& im : cases["images"]) {
-    PixelPatches px;
-    px.grid = {im["slow"]["grid_thw"][0].get<int>(), im["slow"]["grid_thw"][1].get<int>(),
-               im["slow"]["grid_thw"][2].get<int>()};
-    px.patch_dim = im["slow"]["pixel_values"]["shape"][1].get<int>();
-    px.values = read_f32(ref_dir / im["slow"]["pixel_values"]["file"].get<std::string>());
-    f.max_patches = std::max(f.max_patches, px.grid.patches());
-    f.names.push_back(im["file"].get<std::string>());
-    f.images.push_back(std::move(px));
-    f.reference.push_back(read_f32(ref_dir / im["tower_output"]["file"].get<std::string>()));
-  }
+  for (const auto& im : cases["images"]) add_tower_case(f, im, im["slow"], ref_dir);
   return f;
-}
-
-std::unique_ptr<vision::VisionEncoder> cuda_encoder(const TowerFixture& f, bool on_host) {
-  vision::VisionEncoderOptions o;
-  o.device = "cuda";
-  o.weights_on_host = on_host;
-  o.max_patches = f.max_patches;
-  return cuda::create_cuda_vision_encoder(f.config, f.checkpoint, o);
 }
 
 TEST(CudaVisionTower, MatchesReferenceAndCpuTower) {
@@ -352,54 +326,20 @@ TEST(CudaVisionTower, MatchesReferenceAndCpuTower) {
   FS_REQUIRE_SHARED(shared);
   TowerFixture f = load_fixture(shared);
   ASSERT_FALSE(f.images.empty());
-  auto gpu = cuda_encoder(f, false);
   vision::Qwen25VisionTower cpu(f.config, f.checkpoint);
-  for (size_t i = 0; i < f.images.size(); ++i) {
-    SCOPED_TRACE(f.names[i]);
-    auto out = gpu->encode(f.images[i]);
-    ASSERT_EQ(out.size(), f.reference[i].size());
-    for (float v : out) ASSERT_TRUE(std::isfinite(v));
-    const double vs_ref = rel_l2(out, f.reference[i]);
-    const double vs_cpu = rel_l2(out, cpu.encode(f.images[i]));
-    std::printf("%s: CUDA tower rel L2 %.3g vs reference, %.3g vs CPU tower\n", f.names[i].c_str(), vs_ref, vs_cpu);
-    EXPECT_LE(vs_ref, 2e-2);
-    EXPECT_LE(vs_cpu, 2e-2);
-  }
+  expect_matches_reference_and_cpu(f, cpu, "CUDA tower");
 }
 
 TEST(CudaVisionTower, WeightsOnHostGiveTheSameBitsAndRepeatedEncodesAgree) {
   FS_REQUIRE_GPU();
   FS_REQUIRE_SHARED(shared);
   TowerFixture f = load_fixture(shared);
-  auto resident = cuda_encoder(f, false);
-  auto staged = cuda_encoder(f, true);
-  for (int round = 0; round < 2; ++round)
-    for (size_t i = 0; i < f.images.size(); ++i) {
-      SCOPED_TRACE(f.names[i] + " round " + std::to_string(round));
-      auto a = resident->encode(f.images[i]);
-      auto b = staged->encode(f.images[i]);
-      auto a2 = resident->encode(f.images[i]);
-      ASSERT_EQ(a.size(), b.size());
-      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "--vision-host changed the bits";
-      EXPECT_EQ(0, std::memcmp(a.data(), a2.data(), a.size() * sizeof(float))) << "a second encode changed the bits";
-    }
-  const auto rs = resident->stats(), ss = staged->stats();
-  const uint64_t encodes = 2 * f.images.size();
-  EXPECT_EQ(rs.images, 2 * encodes);
-  EXPECT_EQ(ss.images, encodes);
-  // The image stage (and, with --vision-host, the pinned weights) allocated once, nothing freed since.
-  EXPECT_EQ(rs.pinned_allocations, 1u);
-  EXPECT_EQ(ss.pinned_allocations, 2u);
-  EXPECT_EQ(rs.pinned_frees, 0u);
-  EXPECT_EQ(ss.pinned_frees, 0u);
+  vision::VisionEncoderStats rs, ss;
+  ASSERT_NO_FATAL_FAILURE(expect_host_weights_same_bits_pinned_once(f, rs, ss));
   EXPECT_GT(rs.device_weight_bytes, 0u);
-  EXPECT_EQ(ss.device_weight_bytes, 0u);
-  EXPECT_GT(ss.device_slot_bytes, 0u);
-  EXPECT_LT(ss.device_slot_bytes, rs.device_weight_bytes);
   EXPECT_GE(ss.host_weight_bytes, rs.device_weight_bytes);
   EXPECT_EQ(rs.pinned_stage_bytes, ss.pinned_stage_bytes);
   EXPECT_GE(rs.pinned_stage_bytes, size_t(f.max_patches) * size_t(f.config.patch_dim()) * 2);
-  for (const auto& line : staged->budget_lines()) std::printf("%s\n", line.c_str());
 }
 
 TEST(CudaVisionTower, ImageOverTheReservedSizeIsRefused) {
