@@ -14,18 +14,13 @@
 #include "models/model.h"
 #include "models/model_program.h"
 #include "models/qwen3_5_options.h"
+#include "support/checkpoint_presets.h"
 #include "support/fixtures.h"
 
 namespace fs::test {
 namespace {
 
 using Shape = std::vector<int64_t>;
-
-std::map<std::string, Shape> spec_shapes(const json& config) {
-  std::map<std::string, Shape> out;
-  for (const auto& s : checkpoint_tensor_specs(config)) out[s.name] = s.shape;
-  return out;
-}
 
 double parameters(const json& config) {
   double n = 0;
@@ -142,26 +137,7 @@ TEST(MakeCheckpointQwen35, ShrunkPresetHasTheFixturesTensorsAndConfigs) {
 }
 
 // A small qwen3.5-27b: 8 layers (two of them attention), a 64-wide text model with the preset's vocabulary.
-json small_qwen3_5() {
-  json c = preset_config("qwen3.5-27b");
-  ConfigOverrides o;
-  o.layers = 8;
-  o.hidden = 64;
-  o.heads = 4;
-  o.kv_heads = 2;
-  o.head_dim = 32;
-  o.intermediate = 96;
-  o.linear_key_heads = 2;
-  o.linear_value_heads = 4;
-  o.linear_key_dim = 16;
-  o.linear_value_dim = 8;
-  o.vision_depth = 1;
-  o.vision_hidden = 32;
-  o.vision_heads = 2;
-  o.vision_intermediate = 48;
-  apply_overrides(c, o);
-  return c;
-}
+json small_qwen3_5() { return shrunk_qwen3_5(8, 8, 1); }
 
 TEST(MakeCheckpointQwen35, SpecListIsWhatTheProgramReads) {
   const json c = small_qwen3_5();

@@ -8,6 +8,7 @@
 #include "io/safetensors.h"
 #include "models/checkpoint_maker.h"
 #include "models/vision_tower_config.h"
+#include "support/checkpoint_presets.h"
 #include "vision/image_processor.h"
 #include "vision/qwen3_5_vision_tower.h"
 
@@ -24,23 +25,7 @@ vision::RgbImage gradient(int w, int h, int seed) {
 }
 
 TEST(MakeCheckpointQwen35Tower, ShrunkTowerLoadsAndEncodesFiniteFeatures) {
-  nlohmann::json c = preset_config("qwen3.5-27b");
-  ConfigOverrides o;
-  o.layers = 4;
-  o.hidden = 64;
-  o.heads = 4;
-  o.kv_heads = 2;
-  o.head_dim = 32;
-  o.intermediate = 96;
-  o.linear_key_heads = 2;
-  o.linear_value_heads = 4;
-  o.linear_key_dim = 16;
-  o.linear_value_dim = 16;
-  o.vision_depth = 2;
-  o.vision_hidden = 32;
-  o.vision_heads = 2;
-  o.vision_intermediate = 48;
-  apply_overrides(c, o);
+  const json c = shrunk_qwen3_5(4, 16, 2);
   const auto dir = std::filesystem::temp_directory_path() / "fs-make-checkpoint-q35-tower";
   std::filesystem::remove_all(dir);
   make_checkpoint(c, dir, {});

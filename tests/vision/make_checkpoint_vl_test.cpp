@@ -11,6 +11,7 @@
 #include "io/safetensors.h"
 #include "models/checkpoint_maker.h"
 #include "models/vision_tower_config.h"
+#include "support/checkpoint_presets.h"
 #include "text/tokenizer.h"
 #include "vision/image_processor.h"
 #include "vision/multimodal_prompt.h"
@@ -22,12 +23,6 @@ namespace fs::test {
 namespace {
 
 using Shape = std::vector<int64_t>;
-
-std::map<std::string, Shape> spec_shapes(const json& config) {
-  std::map<std::string, Shape> out;
-  for (const auto& s : checkpoint_tensor_specs(config)) out[s.name] = s.shape;
-  return out;
-}
 
 // The preset shrunk to the sizes of the tiny fixture's config.json (vision depth too unless given).
 json preset_at_fixture_sizes(const json& fixture, int vision_depth = 0) {
