@@ -9,6 +9,7 @@
 #include "engine/drafters/model_drafter.h"
 #include "engine/drafters/ngram_drafter.h"
 #include "engine_runner.h"
+#include "fortune_drafting.h"
 #include "io/safetensors.h"
 #include "support/fixtures.h"
 
@@ -35,19 +36,8 @@ class RowParentsModel final : public Model {
   bool parents_;
 };
 
-class TreeDrafting : public FortuneDemoTest {
+class TreeDrafting : public FortuneDraftingTest {
  protected:
-  void SetUp() override {
-    FortuneDemoTest::SetUp();
-    if (IsSkipped() || HasFailure()) return;
-    const auto shared = shared_dir();
-    const json cases = read_json_file(shared / "reference/fortune-demo/cases.json");
-    for (const auto& c : cases["cases"]) prompts.push_back(c["ids"].get<std::vector<int32_t>>());
-    const auto draft_dir = shared / "models/fortune-draft";
-    drafter = std::make_shared<ModelDrafter>(create_model(load_model_config(draft_dir), Checkpoint::open(draft_dir)),
-                                             "fortune-draft", 256);
-  }
-
   // The three reference prompts, greedy and seeded at temperature 0.8, with logprobs; `repeated` → each prompt
   // after a pattern of its own tokens whose n-grams recur with different continuations.
   std::vector<GenerationRequest> requests(int max_tokens = 48, bool repeated = false) const {
@@ -75,35 +65,11 @@ class TreeDrafting : public FortuneDemoTest {
   std::vector<std::shared_ptr<Collected>> run(Model& target, const std::vector<GenerationRequest>& reqs,
                                               std::shared_ptr<Drafter> with, int parallel, int width,
                                               EngineOptions o = {}) {
-    o.parallel = parallel;
-    o.drafter = std::move(with);
-    o.draft_tokens = 4;
     o.draft_tree = width;
-    Engine engine(target, o);
-    EngineRunner runner(engine);
-    std::vector<std::shared_ptr<Collected>> got;
-    for (const auto& r : reqs) got.push_back(runner.submit(r));
-    runner.wait_all();
-    stats = engine.stats();
-    return got;
-  }
-
-  void expect_equal_to_solo(const std::vector<GenerationRequest>& reqs,
-                            const std::vector<std::shared_ptr<Collected>>& got) {
-    ASSERT_EQ(reqs.size(), got.size());
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      SCOPED_TRACE("request " + std::to_string(i));
-      const auto want = run_solo(*model, reqs[i]);
-      ASSERT_FALSE(want.empty());
-      EXPECT_TRUE(same_bits(got[i]->tokens, want));
-    }
+    return run_drafting(target, reqs, std::move(with), parallel, o);
   }
 
   double drafted_per_window() const { return double(stats.drafted_tokens) / double(stats.draft_windows); }
-
-  std::vector<std::vector<int32_t>> prompts;
-  std::shared_ptr<Drafter> drafter;
-  EngineStats stats;
 };
 
 TEST_F(TreeDrafting, DraftModelTreesEqualUndraftedAloneAndAmongEight) {

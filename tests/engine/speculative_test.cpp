@@ -11,6 +11,7 @@
 #include "engine/drafters/model_drafter.h"
 #include "engine/drafters/ngram_drafter.h"
 #include "engine_runner.h"
+#include "fortune_drafting.h"
 #include "io/safetensors.h"
 #include "support/fixtures.h"
 
@@ -23,21 +24,8 @@ struct Variant {
   bool penalties;
 };
 
-class Speculative : public FortuneDemoTest {
+class Speculative : public FortuneDraftingTest {
  protected:
-  void SetUp() override {
-    FortuneDemoTest::SetUp();
-    if (IsSkipped() || HasFailure()) return;
-    const auto shared = shared_dir();
-    const json cases = read_json_file(shared / "reference/fortune-demo/cases.json");
-    for (const auto& c : cases["cases"])
-      prompts.push_back(c["ids"].get<std::vector<int32_t>>());
-    const auto draft_dir = shared / "models/fortune-draft";
-    auto draft_config = load_model_config(draft_dir);
-    drafter = std::make_shared<ModelDrafter>(create_model(draft_config, Checkpoint::open(draft_dir)), "fortune-draft",
-                                             256);
-  }
-
   GenerationRequest request(const std::vector<int32_t>& prompt, const Variant& v, uint64_t seed,
                             int max_tokens = 64) const {
     GenerationRequest r;
@@ -60,16 +48,7 @@ class Speculative : public FortuneDemoTest {
   std::vector<std::shared_ptr<Collected>> run_drafted(const std::vector<GenerationRequest>& reqs,
                                                       std::shared_ptr<Drafter> with, int parallel,
                                                       EngineOptions o = {}) {
-    o.parallel = parallel;
-    o.drafter = std::move(with);
-    o.draft_tokens = 4;
-    Engine engine(*model, o);
-    EngineRunner runner(engine);
-    std::vector<std::shared_ptr<Collected>> got;
-    for (const auto& r : reqs) got.push_back(runner.submit(r));
-    runner.wait_all();
-    stats = engine.stats();
-    return got;
+    return run_drafting(*model, reqs, std::move(with), parallel, o);
   }
 
   // Ten requests over the reference prompts: greedy and seeded at temperature 0.8, some with penalties.
@@ -81,22 +60,14 @@ class Speculative : public FortuneDemoTest {
     return reqs;
   }
 
+  // Also: each reply stops for the reason its solo run did.
   void expect_equal_to_solo(const std::vector<GenerationRequest>& reqs,
                             const std::vector<std::shared_ptr<Collected>>& got) {
-    ASSERT_EQ(reqs.size(), got.size());
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      SCOPED_TRACE("request " + std::to_string(i));
-      const auto want = run_solo(*model, reqs[i]);
-      ASSERT_FALSE(want.empty());
+    FortuneDraftingTest::expect_equal_to_solo(reqs, got, [&](size_t i, const std::vector<SampledToken>& want) {
       EXPECT_EQ(got[i]->result.reason, want.size() < size_t(reqs[i].max_tokens) ? FinishReason::Stop
                                                                                 : FinishReason::Length);
-      EXPECT_TRUE(same_bits(got[i]->tokens, want));
-    }
+    });
   }
-
-  std::vector<std::vector<int32_t>> prompts;
-  std::shared_ptr<Drafter> drafter;
-  EngineStats stats;
 };
 
 TEST_F(Speculative, DraftModelGreedyRepliesEqualTheReferenceAndAreAccepted) {
