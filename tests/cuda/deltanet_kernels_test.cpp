@@ -214,16 +214,29 @@ std::string name(const Case& c) {
 // Continued and fresh sequences of 17, 1, 64 and 2 rows (fewer than the conv tail), with taps at the ends and inside.
 const std::vector<SeqSpec> kMixed = {{17, false, {1, 16, 17}}, {1, true, {}}, {64, true, {5, 64}}, {2, false, {2}}};
 
+// A case's random layer, then random input rows for kMixed and each sequence's starting state, drawn from `rng`.
+struct MixedInput {
+  Layer l;
+  std::vector<float> fused;
+  std::vector<std::vector<float>> states;
+};
+
+MixedInput random_mixed_input(std::mt19937& rng, const Case& c) {
+  MixedInput in;
+  in.l = random_layer(rng, c.key_heads, c.group, c.key_dim, c.value_dim);
+  in.fused = random_floats(rng, size_t(total_rows(kMixed)) * in.l.width());
+  in.states = random_states(rng, in.l, kMixed.size());
+  return in;
+}
+
 TEST(CudaDeltaNet, StepsMatchCpu) {
   FS_REQUIRE_GPU();
   std::mt19937 rng(13);
   for (const Case& c : kCases) {
     SCOPED_TRACE(name(c));
     Gpu gpu;
-    const Layer l = random_layer(rng, c.key_heads, c.group, c.key_dim, c.value_dim);
+    const auto [l, fused, states] = random_mixed_input(rng, c);
     const DeltaNetShape& s = l.shape;
-    const auto fused = random_floats(rng, size_t(total_rows(kMixed)) * l.width());
-    const auto states = random_states(rng, l, kMixed.size());
     const Outputs want = cpu_run(l, fused, kMixed, states);
     GpuLayer layer(gpu, l, states, total_taps(kMixed));
     const Outputs got = layer.run(fused, kMixed, 0, 0, &want.conv, &want.core);
@@ -252,9 +265,7 @@ TEST(CudaDeltaNet, ChainedKernelsMatchCpu) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(name(c));
     Gpu gpu;
-    const Layer l = random_layer(rng, c.key_heads, c.group, c.key_dim, c.value_dim);
-    const auto fused = random_floats(rng, size_t(total_rows(kMixed)) * l.width());
-    const auto states = random_states(rng, l, kMixed.size());
+    const auto [l, fused, states] = random_mixed_input(rng, c);
     const Outputs want = cpu_run(l, fused, kMixed, states);
     GpuLayer layer(gpu, l, states, total_taps(kMixed));
     const Outputs got = layer.run(fused, kMixed);
@@ -270,9 +281,7 @@ TEST(CudaDeltaNet, SequenceBitsDoNotDependOnTheBatch) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(name(c));
     Gpu gpu;
-    const Layer l = random_layer(rng, c.key_heads, c.group, c.key_dim, c.value_dim);
-    const auto fused = random_floats(rng, size_t(total_rows(kMixed)) * l.width());
-    const auto states = random_states(rng, l, kMixed.size());
+    const auto [l, fused, states] = random_mixed_input(rng, c);
     GpuLayer together(gpu, l, states, total_taps(kMixed));
     const Outputs all = together.run(fused, kMixed);
     int first = 0, first_tap = 0;
