@@ -95,15 +95,25 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 const Case kCases[] = {{4, 2, 64, 16}, {8, 2, 256, 64}, {3, 1, 32, 32}, {6, 2, 128, 32}, {2, 1, 48, 24}};
 
-TEST(CudaGatedAttention, QkvRopeStoreMatchesCpu) {
-  FS_REQUIRE_GPU();
-  std::mt19937 rng(21);
+// Calls check(gpu, problem, all rows run on the GPU) for each case's random problem of 37 rows, drawn from an rng
+// seeded `seed`, on a fresh GPU; stops at the first fatal failure.
+template <class Check>
+void for_each_case(uint32_t seed, Check check) {
+  std::mt19937 rng(seed);
   for (const Case& c : kCases) {
     SCOPED_TRACE(name(c));
     Gpu gpu;
     const Problem p(rng, c, 37);
+    check(gpu, p, run_gpu(gpu, p, 0, p.T));
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(CudaGatedAttention, QkvRopeStoreMatchesCpu) {
+  FS_REQUIRE_GPU();
+  for_each_case(21, [](Gpu&, const Problem& p, const GpuOut& got) {
+    const Case& c = p.c;
     const int Q = p.Q(), KV = p.KV(), W = p.width();
-    const GpuOut got = run_gpu(gpu, p, 0, p.T);
     GatedAttentionShape shape{c.heads, c.kv_heads, c.head_dim, c.rotary_dim, 1e-6f};
     std::vector<float> q(size_t(p.T) * Q), gate(size_t(p.T) * Q), key = columns(p.qkv, W, 0, p.T, 2 * Q, KV);
     gated_attention_qk(shape, p.q_norm.data(), p.k_norm.data(), p.cos.data(), p.sin.data(), p.T,
@@ -119,18 +129,13 @@ TEST(CudaGatedAttention, QkvRopeStoreMatchesCpu) {
         ASSERT_LE(std::fabs(got.keys[at] - key_bf16[want]), std::fabs(key_bf16[want]) / 128 + 1e-30f) << "row " << r;
         ASSERT_EQ(got.values[at], value[want]) << "row " << r;
       }
-  }
+  });
 }
 
 TEST(CudaGatedAttention, QkvRopeStoreRowBitsDoNotDependOnOtherRows) {
   FS_REQUIRE_GPU();
-  std::mt19937 rng(22);
-  for (const Case& c : kCases) {
-    SCOPED_TRACE(name(c));
-    Gpu gpu;
-    const Problem p(rng, c, 37);
+  for_each_case(22, [](Gpu& gpu, const Problem& p, const GpuOut& all) {
     const int Q = p.Q(), KV = p.KV();
-    const GpuOut all = run_gpu(gpu, p, 0, p.T);
     for (auto [first, n] : {std::pair{0, 1}, {20, 1}, {3, 9}, {36, 1}}) {
       SCOPED_TRACE("rows " + std::to_string(first) + ".." + std::to_string(first + n));
       const GpuOut part = run_gpu(gpu, p, first, n);
@@ -142,7 +147,7 @@ TEST(CudaGatedAttention, QkvRopeStoreRowBitsDoNotDependOnOtherRows) {
         EXPECT_EQ(0, std::memcmp(part.values.data() + at, all.values.data() + at, size_t(KV) * sizeof(float)));
       }
     }
-  }
+  });
 }
 
 TEST(CudaGatedAttention, OutputGateMatchesCpuAndRowsAreIndependent) {
