@@ -65,16 +65,22 @@ void expect_program_names_the_tower(const Tower& t) {
   EXPECT_EQ(int(t.program.blocks.size()), t.config.depth);
 }
 
+// The program's norm, MLP, position scheme, windowing and whether the patch embedding has a bias.
+void expect_program_kinds(const VisionProgram& v, VisionNorm norm, VisionMlp mlp, VisionPositions positions,
+                          bool windows, bool patch_bias) {
+  EXPECT_EQ(v.norm, norm);
+  EXPECT_EQ(v.mlp, mlp);
+  EXPECT_EQ(v.positions, positions);
+  EXPECT_EQ(v.windows, windows);
+  EXPECT_EQ(!v.patch_bias.empty(), patch_bias);
+}
+
 TEST(VisionProgram, Qwen25VlNamesEveryTowerTensorAndWindowsItsTokens) {
   FS_REQUIRE_SHARED(shared);
   const Tower t = load_tower(shared / "models" / "tiny-qwen2.5-vl");
   expect_program_names_the_tower(t);
   const VisionProgram& v = t.program;
-  EXPECT_EQ(v.norm, VisionNorm::Rms);
-  EXPECT_EQ(v.mlp, VisionMlp::SwiGlu);
-  EXPECT_EQ(v.positions, VisionPositions::Rotary);
-  EXPECT_TRUE(v.windows);
-  EXPECT_TRUE(v.patch_bias.empty());
+  expect_program_kinds(v, VisionNorm::Rms, VisionMlp::SwiGlu, VisionPositions::Rotary, true, false);
   for (int b = 0; b < t.config.depth; ++b) EXPECT_EQ(v.blocks[size_t(b)].full_attention, t.config.full_attention(b));
   EXPECT_EQ(v.blocks.front().mlp_in.rows(), 2 * t.config.intermediate_size);
 
@@ -95,11 +101,8 @@ TEST(VisionProgram, Qwen35NamesEveryTowerTensorAndResamplesItsPositionGrid) {
   const Tower t = load_tower(shared / "models" / "tiny-qwen3.5-vl");
   expect_program_names_the_tower(t);
   const VisionProgram& v = t.program;
-  EXPECT_EQ(v.norm, VisionNorm::LayerNorm);
-  EXPECT_EQ(v.mlp, t.config.tanh_gelu ? VisionMlp::GeluTanh : VisionMlp::GeluErf);
-  EXPECT_EQ(v.positions, VisionPositions::LearnedGridAndRotary);
-  EXPECT_FALSE(v.windows);
-  EXPECT_FALSE(v.patch_bias.empty());
+  expect_program_kinds(v, VisionNorm::LayerNorm, t.config.tanh_gelu ? VisionMlp::GeluTanh : VisionMlp::GeluErf,
+                       VisionPositions::LearnedGridAndRotary, false, true);
   for (const VisionBlockProgram& b : v.blocks) EXPECT_TRUE(b.full_attention);
 
   const vision::ImageGrid grid{2, 10, 14};
