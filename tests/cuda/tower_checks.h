@@ -17,6 +17,7 @@
 
 #include "backends/cuda/kernels/vision_tower_cuda.h"
 #include "core/files.h"
+#include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "support/fixtures.h"
 #include "vision/vision_encoder.h"
@@ -31,6 +32,14 @@ struct TowerFixture {
   std::vector<std::vector<float>> reference;
   int64_t max_patches = 0;
 };
+
+// A fixture with the tower config and checkpoint of the model in `dir`, and no cases yet.
+inline TowerFixture open_tower(const std::filesystem::path& dir) {
+  TowerFixture f;
+  f.config = vision::VisionTowerConfig::from_json(load_model_config(dir).vision, dir.string());
+  f.checkpoint = Checkpoint::open(dir);
+  return f;
+}
 
 // Adds one reference case: `pixels` holds its grid_thw and pixel_values, `image` its file name and tower_output.
 inline void add_tower_case(TowerFixture& f, const json& image, const json& pixels, const std::filesystem::path& ref) {

@@ -311,10 +311,7 @@ TEST(VisionKernels, ScatterRowsUndoesAPermutation) {
 }
 
 TowerFixture load_fixture(const std::filesystem::path& shared) {
-  TowerFixture f;
-  const auto dir = vl_model_dir(shared);
-  f.config = vision::VisionTowerConfig::from_json(load_model_config(dir).vision, dir.string());
-  f.checkpoint = Checkpoint::open(dir);
+  TowerFixture f = open_tower(vl_model_dir(shared));
   const auto ref_dir = vl_reference_dir(shared);
   const auto cases = vl_cases(shared);  // kept alive: the loop below walks a member of it
   for (const auto& im : cases["images"]) add_tower_case(f, im, im["slow"], ref_dir);

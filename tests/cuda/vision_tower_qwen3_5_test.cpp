@@ -15,11 +15,8 @@ namespace fs::test {
 namespace {
 
 TowerFixture load_qwen3_5(const std::filesystem::path& shared) {
-  TowerFixture f;
-  const auto dir = shared / "models" / "tiny-qwen3.5-vl";
+  TowerFixture f = open_tower(shared / "models" / "tiny-qwen3.5-vl");
   const auto ref = shared / "reference" / "tiny-qwen3.5-vl";
-  f.config = vision::VisionTowerConfig::from_json(load_model_config(dir).vision, dir.string());
-  f.checkpoint = Checkpoint::open(dir);
   const json cases = read_json_file(ref / "cases.json");
   for (const auto& im : cases["images"]) add_tower_case(f, im, im, ref);
   return f;
