@@ -229,13 +229,23 @@ MixedInput random_mixed_input(std::mt19937& rng, const Case& c) {
   return in;
 }
 
-TEST(CudaDeltaNet, StepsMatchCpu) {
-  FS_REQUIRE_GPU();
-  std::mt19937 rng(13);
+// Calls check(gpu, input) for each case's random mixed input, drawn from an rng seeded `seed`, on a fresh GPU; stops
+// at the first fatal failure.
+template <class Check>
+void for_each_mixed_case(uint32_t seed, Check check) {
+  std::mt19937 rng(seed);
   for (const Case& c : kCases) {
     SCOPED_TRACE(name(c));
     Gpu gpu;
-    const auto [l, fused, states] = random_mixed_input(rng, c);
+    check(gpu, random_mixed_input(rng, c));
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(CudaDeltaNet, StepsMatchCpu) {
+  FS_REQUIRE_GPU();
+  for_each_mixed_case(13, [](Gpu& gpu, const MixedInput& in) {
+    const auto& [l, fused, states] = in;
     const DeltaNetShape& s = l.shape;
     const Outputs want = cpu_run(l, fused, kMixed, states);
     GpuLayer layer(gpu, l, states, total_taps(kMixed));
@@ -256,32 +266,26 @@ TEST(CudaDeltaNet, StepsMatchCpu) {
       EXPECT_TRUE(same_bits(head(got.snapshots[i], conv_state), head(want.snapshots[i], conv_state)));
       EXPECT_LE(rel_l2(tail_from(got.snapshots[i], conv_state), tail_from(want.snapshots[i], conv_state)), 1e-5);
     }
-  }
+  });
 }
 
 TEST(CudaDeltaNet, ChainedKernelsMatchCpu) {
   FS_REQUIRE_GPU();
-  std::mt19937 rng(14);
-  for (const Case& c : kCases) {
-    SCOPED_TRACE(name(c));
-    Gpu gpu;
-    const auto [l, fused, states] = random_mixed_input(rng, c);
+  for_each_mixed_case(14, [](Gpu& gpu, const MixedInput& in) {
+    const auto& [l, fused, states] = in;
     const Outputs want = cpu_run(l, fused, kMixed, states);
     GpuLayer layer(gpu, l, states, total_taps(kMixed));
     const Outputs got = layer.run(fused, kMixed);
     EXPECT_LE(rel_l2(got.core, want.core), 1e-5);
     EXPECT_LE(rel_l2(got.normed, want.normed), 1e-2);  // bf16 output
     for (size_t i = 0; i < want.states.size(); ++i) EXPECT_LE(rel_l2(got.states[i], want.states[i]), 1e-5);
-  }
+  });
 }
 
 TEST(CudaDeltaNet, SequenceBitsDoNotDependOnTheBatch) {
   FS_REQUIRE_GPU();
-  std::mt19937 rng(15);
-  for (const Case& c : kCases) {
-    SCOPED_TRACE(name(c));
-    Gpu gpu;
-    const auto [l, fused, states] = random_mixed_input(rng, c);
+  for_each_mixed_case(15, [](Gpu& gpu, const MixedInput& in) {
+    const auto& [l, fused, states] = in;
     GpuLayer together(gpu, l, states, total_taps(kMixed));
     const Outputs all = together.run(fused, kMixed);
     int first = 0, first_tap = 0;
@@ -302,7 +306,7 @@ TEST(CudaDeltaNet, SequenceBitsDoNotDependOnTheBatch) {
       first += q.rows;
       first_tap += int(q.taps.size());
     }
-  }
+  });
 }
 
 TEST(CudaDeltaNet, ChunkedEqualsWholeBitForBit) {
