@@ -7,21 +7,14 @@
 #include "backends/cuda/host/device.h"
 #include "backends/cuda/host/driver_table.h"
 #include "core/error.h"
+#include "error_message.h"
 #include "fake_driver.h"
 
 namespace fs::cuda {
 namespace {
 
 using test::FakeDriver;
-
-std::string message_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return {};
-}
+using test::message_of;
 
 TEST(DriverTable, MissingLibraryIsAClearError) {
   std::string message = message_of([] { load_driver_table("libfoldserve-no-such-driver.so.1"); });

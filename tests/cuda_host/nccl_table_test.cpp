@@ -9,19 +9,13 @@
 #include <vector>
 
 #include "core/error.h"
+#include "error_message.h"
 #include "fake_nccl.h"
 
 namespace fs::cuda {
 namespace {
 
-std::string message_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return {};
-}
+using test::message_of;
 
 TEST(NcclTable, MissingLibraryIsAClearError) {
   std::string message = message_of([] { load_nccl_table("libfoldserve-no-such-nccl.so.2"); });
