@@ -1,7 +1,6 @@
 // tiny-qwen3.5-vl served with --vision on the CPU over real HTTP: the reference image prompts (data: URIs) give the
 // reference greedy ids, the tower runs once per image (/metrics), text-only replies equal those of a server without
-// the image path, video parts and images over the admitted size are 400s naming why, and the tower is refused on a
-// GPU by name.
+// the image path, and video parts and images over the admitted size are 400s naming why.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
