@@ -21,11 +21,7 @@ bool cuda_backend_available() {
 
 int cuda_backend_devices() {
 #ifdef FOLDSERVE_WITH_CUDA
-  try {
-    return cuda::device_count();
-  } catch (const std::exception&) {
-    return 0;
-  }
+  return cuda::visible_device_count();
 #else
   return 0;
 #endif

@@ -132,18 +132,7 @@ class CpuRunner final : public Model {
     if (!spec.has_state()) return;
     if (pool.state_floats() != spec.state_floats)
       throw Error("the pool's state slots do not fit this model's recurrent state");
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      const auto& ch = chunks[c];
-      const int end = ch.start_pos + int(ch.tokens.size());
-      if (ch.state_slot < 0) throw Error("a chunk of a recurrent model carries no state slot");
-      for (size_t i = 0; i < ch.state_snapshots.size(); ++i) {
-        const int p = ch.state_snapshots[i].position;
-        if (p <= ch.start_pos || p > end || (i > 0 && p <= ch.state_snapshots[i - 1].position))
-          throw Error("state snapshots must fall inside their chunk, in ascending order");
-      }
-      for (size_t d = 0; d < c; ++d)
-        if (chunks[d].state_slot == ch.state_slot) throw Error("two chunks of one forward pass share a state slot");
-    }
+    check_state_chunks(chunks);
   }
 
   void plain_attention(const AttentionStep& s, const PlainAttention& w, const float* xn, int T,

@@ -6,6 +6,21 @@
 
 namespace fs {
 
+void check_state_chunks(std::span<const SequenceChunk> chunks) {
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const SequenceChunk& ch = chunks[c];
+    const int end = ch.start_pos + int(ch.tokens.size());
+    if (ch.state_slot < 0) throw Error("a chunk of a recurrent model carries no state slot");
+    for (size_t i = 0; i < ch.state_snapshots.size(); ++i) {
+      const int p = ch.state_snapshots[i].position;
+      if (p <= ch.start_pos || p > end || (i > 0 && p <= ch.state_snapshots[i - 1].position))
+        throw Error("state snapshots must fall inside their chunk, in ascending order");
+    }
+    for (size_t d = 0; d < c; ++d)
+      if (chunks[d].state_slot == ch.state_slot) throw Error("two chunks of one forward pass share a state slot");
+  }
+}
+
 void check_chunk_fits(const SequenceChunk& ch, int page_tokens) {
   const int end = ch.start_pos + int(ch.tokens.size());
   if (size_t(end) > ch.pages.size() * size_t(page_tokens)) throw Error("KV page table too short for the chunk");

@@ -22,6 +22,10 @@ struct ChunkRow {
 // parent is an earlier row.
 void check_chunk_fits(const SequenceChunk& chunk, int page_tokens);
 
+// For a model with recurrent state: throws unless every chunk carries its own state slot and its snapshots fall
+// inside it in ascending order.
+void check_state_chunks(std::span<const SequenceChunk> chunks);
+
 // Each row's depth: its index in a chain, its count of ancestors in a tree (SequenceChunk::row_parents).
 std::vector<int> row_depths(const SequenceChunk& chunk);
 

@@ -13,6 +13,14 @@ int device_count() {
   return count;
 }
 
+int visible_device_count() {
+  try {
+    return device_count();
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 Device::Device(int ordinal) {
   int count = device_count();
   if (ordinal < 0 || ordinal >= count) {

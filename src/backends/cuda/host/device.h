@@ -20,6 +20,8 @@ struct DeviceInfo {
 
 // Number of devices the driver sees (initializing it first); throws fs::Error when the driver cannot start.
 int device_count();
+// The same, 0 when the driver cannot start; never throws.
+int visible_device_count();
 
 class Device {
  public:

@@ -286,18 +286,10 @@ class CudaModel final : public Model {
   Plan plan(std::span<const SequenceChunk> chunks) const {
     Plan p;
     const int P = page_tokens_;
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      const SequenceChunk& ch = chunks[c];
+    if (has_state()) check_state_chunks(chunks);
+    for (const SequenceChunk& ch : chunks) {
       check_chunk_fits(ch, P);
       if (has_state()) {
-        if (ch.state_slot < 0) throw Error("a chunk of a recurrent model carries no state slot");
-        for (size_t d = 0; d < c; ++d)
-          if (chunks[d].state_slot == ch.state_slot) throw Error("two chunks of one forward pass share a state slot");
-        for (size_t i = 0; i < ch.state_snapshots.size(); ++i) {
-          const int at = ch.state_snapshots[i].position, end = ch.start_pos + int(ch.tokens.size());
-          if (at <= ch.start_pos || at > end || (i > 0 && at <= ch.state_snapshots[i - 1].position))
-            throw Error("state snapshots must fall inside their chunk, in ascending order");
-        }
         p.state.add_chunk(ch, p.rows, states_.slot_floats(ch.state_slot), state_floats(),
                           size_t(where_.rank) * state_floats());
       }
@@ -720,13 +712,7 @@ class CudaModel final : public Model {
 
 }  // namespace
 
-bool cuda_device_available() {
-  try {
-    return cuda::device_count() > 0;
-  } catch (const std::exception&) {
-    return false;
-  }
-}
+bool cuda_device_available() { return cuda::visible_device_count() > 0; }
 
 std::unique_ptr<Model> create_cuda_model(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint) {
   ModelProgram program = model_program(config, checkpoint.get());

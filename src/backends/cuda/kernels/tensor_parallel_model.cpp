@@ -18,16 +18,8 @@ namespace fs {
 
 namespace {
 
-int visible_devices() {
-  try {
-    return cuda::device_count();
-  } catch (const std::exception&) {
-    return 0;
-  }
-}
-
 std::vector<int> first_devices(int ranks) {
-  const int visible = visible_devices();
+  const int visible = cuda::visible_device_count();
   if (ranks > visible)
     throw Error("tensor parallelism over " + std::to_string(ranks) + " GPUs needs " + std::to_string(ranks) +
                 " GPUs; this machine has " + std::to_string(visible));
