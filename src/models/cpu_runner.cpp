@@ -9,7 +9,7 @@
 #include "models/gated_deltanet.h"
 #include "models/kv_pool.h"
 #include "models/paged_attention.h"
-#include "models/weights_loader.h"
+#include "models/ref_loader.h"
 
 namespace fs {
 
@@ -17,22 +17,13 @@ namespace {
 
 std::vector<WeightMatrix> load_parts(const Checkpoint& ck, const MatrixRef& m) {
   std::vector<WeightMatrix> parts;
-  for (const auto& p : m.parts) parts.push_back(load_matrix(ck, p.name, int(p.shape[0]), int(p.shape[1])));
+  for (size_t i = 0; i < m.parts.size(); ++i) parts.push_back(load_part_matrix(ck, m, i));
   return parts;
 }
 
 WeightMatrix load_one(const Checkpoint& ck, const MatrixRef& m) {
   if (m.parts.size() != 1) throw Error("matrix " + m.what + ": the CPU runner expects one tensor");
-  return load_parts(ck, m).front();
-}
-
-std::vector<float> load_floats(const Checkpoint& ck, const VectorRef& v) {
-  std::vector<float> all;
-  for (const auto& p : v.parts) {
-    std::vector<float> part = load_floats(ck, p.name, p.shape);
-    all.insert(all.end(), part.begin(), part.end());
-  }
-  return v.plus_one ? one_plus(std::move(all)) : all;
+  return load_part_matrix(ck, m);
 }
 
 // Plain attention (Llama family) on the CPU: q, k, v projected separately, optional q/k norms, full rotary.
@@ -64,12 +55,12 @@ class CpuRunner final : public Model {
     const Checkpoint& k = *ck_;
     ends_.embed = load_one(k, program_.embed);
     ends_.head = program_.tied() ? ends_.embed : load_one(k, program_.head);
-    ends_.final_norm = load_floats(k, program_.final_norm);
+    ends_.final_norm = load_ref_floats(k, program_.final_norm);
     for (const LayerProgram& lp : program_.layers) {
       CpuLayer L;
       L.program = &lp;
-      L.norm = load_floats(k, lp.norm);
-      L.mlp_norm = load_floats(k, lp.mlp_norm);
+      L.norm = load_ref_floats(k, lp.norm);
+      L.mlp_norm = load_ref_floats(k, lp.mlp_norm);
       if (lp.attention) load_attention(*lp.attention, L);
       if (lp.deltanet) load_deltanet(*lp.deltanet, L.deltanet);
       L.mlp = {load_one(k, lp.mlp.gate), load_one(k, lp.mlp.up), load_one(k, lp.mlp.down)};
@@ -104,11 +95,11 @@ class CpuRunner final : public Model {
     std::vector<WeightMatrix> qkv = load_parts(k, s.qkv);
     if (qkv.size() != 3) throw Error("matrix " + s.qkv.what + ": the CPU runner expects q, k and v tensors");
     if (s.output_gate) {
-      L.gated = {qkv[0], qkv[1], qkv[2], load_one(k, s.o), load_floats(k, s.q_norm), load_floats(k, s.k_norm)};
+      L.gated = {qkv[0], qkv[1], qkv[2], load_one(k, s.o), load_ref_floats(k, s.q_norm), load_ref_floats(k, s.k_norm)};
       return;
     }
-    L.plain = {qkv[0], qkv[1], qkv[2], load_one(k, s.o), load_floats(k, s.qkv_bias), load_floats(k, s.q_norm),
-               load_floats(k, s.k_norm)};
+    L.plain = {qkv[0], qkv[1], qkv[2], load_one(k, s.o), load_ref_floats(k, s.qkv_bias), load_ref_floats(k, s.q_norm),
+               load_ref_floats(k, s.k_norm)};
   }
 
   void load_deltanet(const DeltaNetStep& s, DeltaNetWeights& w) {
@@ -118,10 +109,10 @@ class CpuRunner final : public Model {
     w.in_a = load_one(k, s.in_a);
     w.in_b = load_one(k, s.in_b);
     w.out = load_one(k, s.out);
-    w.conv = load_floats(k, s.conv);
-    w.a_log = load_floats(k, s.a_log);
-    w.dt_bias = load_floats(k, s.dt_bias);
-    w.norm = load_floats(k, s.norm);
+    w.conv = load_ref_floats(k, s.conv);
+    w.a_log = load_ref_floats(k, s.a_log);
+    w.dt_bias = load_ref_floats(k, s.dt_bias);
+    w.norm = load_ref_floats(k, s.norm);
   }
 
   // Checks what the shared row plan does not: the pool's layout, state slots and snapshots.

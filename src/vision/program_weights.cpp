@@ -6,29 +6,8 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "io/safetensors.h"
-#include "models/weights_loader.h"
 
 namespace fs::vision {
-
-namespace {
-
-const TensorPart& part_of(const std::vector<TensorPart>& parts, size_t part, const std::string& what) {
-  if (part >= parts.size()) throw Error("vision tower " + what + " has no part " + std::to_string(part));
-  return parts[part];
-}
-
-}  // namespace
-
-WeightMatrix load_part_matrix(const Checkpoint& ck, const MatrixRef& m, size_t part) {
-  const TensorPart& p = part_of(m.parts, part, m.what);
-  return load_matrix(ck, p.name, int(p.shape.at(0)), int(p.shape.at(1)));
-}
-
-std::vector<float> load_part_floats(const Checkpoint& ck, const VectorRef& v, size_t part) {
-  const TensorPart& p = part_of(v.parts, part, v.what);
-  std::vector<float> w = load_floats(ck, p.name, p.shape);
-  return v.plus_one ? one_plus(std::move(w)) : w;
-}
 
 WeightMatrix load_patch_embed(const Checkpoint& ck, const TensorPart& part) {
   TensorView t = ck.get(part.name);

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "io/safetensors.h"
+#include "models/ref_loader.h"
 #include "models/weights_loader.h"
 
 namespace fs::cuda {
@@ -22,24 +23,6 @@ size_t matrix_bytes(const std::vector<const MatrixRef*>& refs) {
 }
 
 size_t vector_bytes(const VectorRef& v) { return size_t(v.size()) * sizeof(float); }
-
-// The part's slice of `all` (the whole tensor in storage order): its row ranges in order, the column range of
-// each row, later dimensions whole.
-template <typename T>
-std::vector<T> placed(const TensorPart& part, const T* all) {
-  const size_t total = part.elements();
-  if (!part.slice) return std::vector<T>(all, all + total);
-  const size_t rows = size_t(part.shape.at(0)), row_len = total / rows;
-  const size_t cols = part.shape.size() > 1 ? size_t(part.shape[1]) : 1, inner = row_len / cols;
-  std::vector<T> out;
-  out.reserve(part.placed_elements());
-  for (const IndexRange& r : part.slice->rows)
-    for (int64_t row = r.begin; row < r.end; ++row) {
-      const T* src = all + size_t(row) * row_len + size_t(part.slice->cols.begin) * inner;
-      out.insert(out.end(), src, src + size_t(part.slice->cols.size()) * inner);
-    }
-  return out;
-}
 
 // The bytes each step's buffers take once padded, in upload order.
 size_t arena_bytes(const ModelProgram& p) {
@@ -98,13 +81,7 @@ class Uploader {
       }
       return span.ptr;
     }
-    std::vector<float> all;
-    for (const TensorPart& part : v.parts) {
-      const std::vector<float> floats = load_floats(*ck_, part.name, part.shape);
-      const std::vector<float> mine = placed(part, floats.data());
-      all.insert(all.end(), mine.begin(), mine.end());
-    }
-    if (v.plus_one) all = one_plus(std::move(all));
+    const std::vector<float> all = load_ref_floats(*ck_, v);
     DeviceSpan span = arena_.allocate(all.size() * sizeof(float), v.what);
     stage_->upload(span.ptr, all.data(), all.size() * sizeof(float), stream_);
     return span.ptr;
@@ -122,9 +99,9 @@ class Uploader {
     }
     std::vector<uint16_t> bits;
     if (m.dtype == DType::BF16) {
-      bits = placed(part, static_cast<const uint16_t*>(m.data));
+      bits = placed_elements(part, static_cast<const uint16_t*>(m.data));
     } else {
-      const std::vector<float> floats = placed(part, static_cast<const float*>(m.data));
+      const std::vector<float> floats = placed_elements(part, static_cast<const float*>(m.data));
       bits.resize(floats.size());
       for (size_t i = 0; i < floats.size(); ++i) bits[i] = f32_to_bf16(floats[i]);
     }
