@@ -17,9 +17,6 @@ FakeNccl& active() {
   return *active_fake;
 }
 
-// How long a rank waits for its peers before reporting a hang as ncclInternalError.
-constexpr auto kPeerWait = std::chrono::seconds(10);
-
 NcclTable make_table() {
   NcclTable t;
   t.get_version = [](int* version) {
@@ -84,6 +81,11 @@ FakeNccl::FakeNccl() : table_(make_table()) {
 FakeNccl::~FakeNccl() {
   installed_.reset();
   active_fake = nullptr;
+}
+
+void FakeNccl::set_peer_wait(std::chrono::milliseconds wait) {
+  std::lock_guard lock(mutex_);
+  peer_wait_ = wait;
 }
 
 void FakeNccl::fail_next_collective(int rank, ncclResult_t result) {
@@ -210,7 +212,7 @@ ncclResult_t FakeNccl::collective(const char* symbol, ncclComm_t comm, const voi
     round.done = true;
     arrived_.notify_all();
   }
-  if (!arrived_.wait_for(lock, kPeerWait, [&] { return round.done || round.failure != ncclSuccess; }))
+  if (!arrived_.wait_for(lock, peer_wait_, [&] { return round.done || round.failure != ncclSuccess; }))
     return ncclInternalError;
   if (round.failure == ncclSuccess) return ncclSuccess;
   c->async_error = round.failure == ncclInvalidUsage ? ncclInvalidUsage : ncclRemoteError;

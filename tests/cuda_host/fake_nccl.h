@@ -4,6 +4,7 @@
 // rank), then runs on the host and returns. Calls are recorded per rank in order, and a rank can be made to fail its
 // next collective: it returns the error and its peers' matching calls return ncclRemoteError. Cliques are made whole by
 // ncclCommInitAll, or rank by rank with ncclCommInitRank on an id from ncclGetUniqueId.
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <map>
@@ -24,6 +25,8 @@ class FakeNccl {
   FakeNccl(const FakeNccl&) = delete;
   FakeNccl& operator=(const FakeNccl&) = delete;
 
+  // How long a collective waits for its peers before reporting the hang as ncclInternalError (10 s unless set).
+  void set_peer_wait(std::chrono::milliseconds wait);
   // Rank `rank`'s next collective returns `result` (of any clique).
   void fail_next_collective(int rank, ncclResult_t result = ncclUnhandledCudaError);
   // Symbols called by rank `rank`'s communicators, in order, with the element count of collectives ("ncclAllGather 6").
@@ -60,6 +63,7 @@ class FakeNccl {
   std::map<ncclComm_t, std::unique_ptr<Comm>> comms_;
   std::map<int, std::vector<std::string>> calls_;
   std::map<int, ncclResult_t> failures_;
+  std::chrono::milliseconds peer_wait_{10000};
 };
 
 }  // namespace fs::cuda::test

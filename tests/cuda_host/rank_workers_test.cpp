@@ -51,5 +51,18 @@ TEST(RankWorkers, AFailingRankIsNamedAfterAllRanksFinish) {
   EXPECT_EQ(after, 2);
 }
 
+TEST(RankWorkers, ARankThatStoppedForAPeerIsNotTheOneReported) {
+  RankWorkers workers(3);
+  try {
+    workers.run([&](int r) {
+      if (r == 0) throw RankStopped("rank 0 of 3 stopped: rank 2 of 3 failed");
+      if (r == 2) throw Error("out of memory");
+    });
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "tensor-parallel rank 2 of 3: out of memory");
+  }
+}
+
 }  // namespace
 }  // namespace fs::cuda

@@ -6,6 +6,20 @@
 
 namespace fs::cuda {
 
+namespace {
+
+bool stopped_for_peer(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const RankStopped&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
+
 RankWorkers::RankWorkers(int ranks) : errors_(size_t(ranks)) {
   for (int r = 0; r < ranks; ++r) threads_.emplace_back([this, r] { loop(r); });
 }
@@ -24,17 +38,19 @@ void RankWorkers::run(const std::function<void(int)>& job) {
   job_ = &job;
   pending_ = ranks();
   std::fill(errors_.begin(), errors_.end(), nullptr);
+  failed_.clear();
   ++generation_;
   start_.notify_all();
   finished_.wait(lock, [&] { return pending_ == 0; });
   job_ = nullptr;
-  for (int r = 0; r < ranks(); ++r) {
-    if (!errors_[size_t(r)]) continue;
-    try {
-      std::rethrow_exception(errors_[size_t(r)]);
-    } catch (const std::exception& e) {
-      throw Error("tensor-parallel rank " + std::to_string(r) + " of " + std::to_string(ranks()) + ": " + e.what());
-    }
+  if (failed_.empty()) return;
+  int first = failed_.front();
+  for (auto it = failed_.rbegin(); it != failed_.rend(); ++it)
+    if (!stopped_for_peer(errors_[size_t(*it)])) first = *it;
+  try {
+    std::rethrow_exception(errors_[size_t(first)]);
+  } catch (const std::exception& e) {
+    throw Error("tensor-parallel rank " + std::to_string(first) + " of " + std::to_string(ranks()) + ": " + e.what());
   }
 }
 
@@ -47,12 +63,17 @@ void RankWorkers::loop(int rank) {
     seen = generation_;
     const std::function<void(int)>* job = job_;
     lock.unlock();
+    std::exception_ptr error;
     try {
       (*job)(rank);
     } catch (...) {
-      errors_[size_t(rank)] = std::current_exception();
+      error = std::current_exception();
     }
     lock.lock();
+    if (error) {
+      errors_[size_t(rank)] = error;
+      failed_.push_back(rank);
+    }
     if (--pending_ == 0) finished_.notify_all();
   }
 }

@@ -9,7 +9,14 @@
 #include <thread>
 #include <vector>
 
+#include "core/error.h"
+
 namespace fs::cuda {
+
+// What a rank throws when it stops because a peer failed; RankWorkers::run reports the peer's error instead.
+struct RankStopped : Error {
+  using Error::Error;
+};
 
 class RankWorkers {
  public:
@@ -19,8 +26,8 @@ class RankWorkers {
   RankWorkers& operator=(const RankWorkers&) = delete;
 
   int ranks() const { return int(threads_.size()); }
-  // Runs job(rank) on each rank's thread; after all return, rethrows the lowest failing rank's error as fs::Error
-  // naming the rank.
+  // Runs job(rank) on each rank's thread; after all return, rethrows the error of the rank that failed first as
+  // fs::Error naming the rank (the first that did not stop because of a peer, if any).
   void run(const std::function<void(int)>& job);
 
  private:
@@ -34,6 +41,7 @@ class RankWorkers {
   int pending_ = 0;
   bool stopping_ = false;
   std::vector<std::exception_ptr> errors_;
+  std::vector<int> failed_;  // ranks in the order they failed
 };
 
 }  // namespace fs::cuda

@@ -14,6 +14,7 @@
 #include "backends/cuda/host/check.h"
 #include "backends/cuda/host/decode_buckets.h"
 #include "backends/cuda/host/graph.h"
+#include "backends/cuda/host/round_collectives.h"
 #include "backends/cuda/host/stream.h"
 #include "backends/cuda/kernels/cuda_model.h"
 #include "backends/cuda/kernels/deltanet_ops.h"
@@ -510,7 +511,7 @@ class CudaModel final : public Model {
       return;
     }
     k::gemm(at<uint16_t>(s.act), at<uint16_t>(w), nullptr, at<float>(s.partial), T, H, k, false, st);
-    where_.group->all_reduce(where_.rank, at<float>(s.partial), at<float>(s.gathered), size_t(T) * H, st);
+    round_->all_reduce(at<float>(s.partial), at<float>(s.gathered), size_t(T) * H, st);
     k::add_in_place(at<float>(s.x), at<float>(s.partial), size_t(T) * H, st);
   }
 
@@ -523,7 +524,7 @@ class CudaModel final : public Model {
     }
     k::embedding_slice(at<uint16_t>(weights_.embed), tokens, T, H, where_.rank * head_rows(), head_rows(),
                        at<float>(s.x), st);
-    where_.group->all_reduce(where_.rank, at<float>(s.x), at<float>(s.gathered), size_t(T) * H, st);
+    round_->all_reduce(at<float>(s.x), at<float>(s.gathered), size_t(T) * H, st);
   }
 
   // Logits [R, vocab] of the normed rows in lastn (under tensor parallelism: each rank's slice, gathered).
@@ -536,7 +537,7 @@ class CudaModel final : public Model {
     }
     k::gemm(at<uint16_t>(s.lastn), at<uint16_t>(weights_.head), nullptr, at<float>(s.part_logits), R, head_rows(), H,
             false, st);
-    where_.group->all_gather(where_.rank, at<float>(s.part_logits), at<float>(s.gathered), size_t(R) * head_rows(), st);
+    round_->all_gather(at<float>(s.part_logits), at<float>(s.gathered), size_t(R) * head_rows(), st);
     k::interleave_slices(at<float>(s.gathered), ranks(), R, head_rows(), at<float>(s.logits), st);
   }
 
@@ -549,6 +550,9 @@ class CudaModel final : public Model {
     const PassInputs in{meta + L.slot,       meta + L.keys,         meta + L.table, meta + L.pages,
                         at<float>(s.meta) + L.cos, at<float>(s.meta) + L.sin, sequences, snapshots};
     const auto* params = reinterpret_cast<const k::SampleRow*>(meta + L.sample);
+    const int layers = int(program_.layers.size());
+    round_.reset();
+    if (parallel()) round_.emplace(*where_.group, where_.rank, cuda::RoundShape{layers, H, T, R, head_rows()});
 
     embed(s, tokens, T, st);
     if (images)
@@ -556,7 +560,6 @@ class CudaModel final : public Model {
         stage_.upload(s.x + size_t(row) * H * 4, src, size_t(H) * 4, st);
     if (states) append_download(*states, s.x, size_t(T) * H);
     const float eps = program_.eps;
-    const int layers = int(program_.layers.size());
     for (int li = 0; li < layers; ++li) {
       const cuda::DeviceLayer& Ly = weights_.layers[size_t(li)];
       const LayerProgram& lp = program_.layers[size_t(li)];
@@ -574,11 +577,15 @@ class CudaModel final : public Model {
       k::rmsnorm_f32(at<float>(s.x), nullptr, at<float>(weights_.final_norm), T, H, eps, at<float>(s.states), st);
       append_download(*states, s.states, size_t(T) * H);
     }
-    if (R == 0) return;
+    if (R == 0) {
+      if (round_) round_->finish();
+      return;
+    }
     k::rmsnorm_bf16(at<float>(s.x), logit_rows, at<float>(weights_.final_norm), R, H, eps, at<uint16_t>(s.lastn), st);
     head_logits(s, R, st);
     if (sample && samples_on_device())
       k::sample_rows(at<float>(s.logits), R, c.vocab_size, params, at<int32_t>(s.ids), st);
+    if (round_) round_->finish();
   }
 
   // Captures every bucket's graph at start, on padded rounds that only touch the reserved page, so no served round
@@ -615,6 +622,7 @@ class CudaModel final : public Model {
   void launch_decode(int bucket, const Scratch& s, const cuda::MetaLayout& L, cuda::CUstream st) {
     auto& graph = graphs_[size_t(cuda::decode_bucket_index(bucket))];
     if (graph) {
+      if (parallel()) where_.group->ready(where_.rank);
       graph->launch(st);
       return;
     }
@@ -708,6 +716,7 @@ class CudaModel final : public Model {
   std::array<std::unique_ptr<cuda::CapturedGraph>, std::size(cuda::kDecodeBuckets)> graphs_;
   int page_tokens_ = 16;
   const KvPool* attached_ = nullptr;
+  std::optional<cuda::RoundCollectives> round_;  // under tensor parallelism, the collectives of the round enqueued
 };
 
 }  // namespace

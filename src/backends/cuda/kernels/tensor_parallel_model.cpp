@@ -7,6 +7,7 @@
 #include "backends/cuda/host/device.h"
 #include "backends/cuda/host/rank_workers.h"
 #include "backends/cuda/host/tensor_parallel_group.h"
+#include "backends/cuda/host/tensor_parallel_pass.h"
 #include "backends/cuda/kernels/cuda_model.h"
 #include "backends/cuda/kernels/rank_sum_ops.h"
 #include "core/error.h"
@@ -152,7 +153,7 @@ class TensorParallelModel final : public Model {
   size_t state_share(const KvPool& pool) const { return pool.state_floats() / runners_.size(); }
 
   void on_all(const std::function<void(Model&, int)>& job) {
-    workers_.run([&](int r) { job(*runners_[size_t(r)], r); });
+    cuda::run_tensor_parallel(workers_, *group_, [&](int r) { job(*runners_[size_t(r)], r); });
   }
 
   ModelConfig config_;
