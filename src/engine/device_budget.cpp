@@ -80,12 +80,13 @@ MemoryBudget host_budget_beside_device(const Model& model, const EngineOptions& 
   MemoryBudget b;
   b.where = "RAM";
   b.available = available;
+  const SequenceMemorySpec spec = model.memory_spec();
   if (o.prompt_cache_host_pages > 0) {
-    const SequenceMemorySpec spec = model.memory_spec();
     const size_t page = KvPool::bytes_per_page(spec.kv_layers, spec.kv_heads, spec.head_dim, o.kv_page_tokens);
     b.lines.push_back({"prompt cache host tier (" + std::to_string(o.prompt_cache_host_pages) + " pages)",
                        size_t(o.prompt_cache_host_pages) * page});
   }
+  add_state_snapshot_line(b, o, spec);
   for (auto& l : others)
     if (l.bytes > 0) b.lines.push_back(std::move(l));
   if (!b.lines.empty()) b.lines.push_back({"reserve", size_t(256) << 20});

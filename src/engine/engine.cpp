@@ -49,11 +49,6 @@ Engine::Engine(Model& model, EngineOptions options) : model_(model), options_(op
   if (options_.draft_tokens < 0) throw Error("--draft-tokens must be ≥ 0");
   const SequenceMemorySpec spec = model_.memory_spec();
   state_slots_ = spec.has_state();
-  if (state_slots_ && options_.drafter) {
-    std::fprintf(stderr, "foldserve: drafting is off for %s: a verify window would need its recurrent state rolled "
-                 "back to the last kept row\n", model_.config().architecture.c_str());
-    options_.drafter.reset();
-  }
   if (options_.draft_tree < 1) throw Error("--draft-tree must be ≥ 1");
   if (options_.draft_tree > 1 && options_.drafter && (!model_.supports_row_parents() || !model_.kv_on_host())) {
     std::fprintf(stderr, "foldserve: draft trees are off for %s on the %s: its forward has no row parents; drafting "

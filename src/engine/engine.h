@@ -171,10 +171,15 @@ class Engine {
   // Accepts a verify window's tokens one by one from `row` on (ids) and `logit_row` on (host logits), stopping at the
   // first mismatch with the draft or the stream's end; advances both past the window's rows.
   void accept_window(Stream& s, const RoundItem& it, SampledForward& out, size_t& row, size_t& logit_row);
-  // Prompt-cache state snapshots (engine_snapshots.cpp): where this round's chunks take them, handing them to the
-  // cache, keeping a stream's computed prefix (with its state) in the cache, and restoring an adopted state.
+  // Recurrent-state snapshots (engine_snapshots.cpp): where this round's chunks take them (stride positions for the
+  // prompt cache, every row of a verify window to roll back to), handing them to the cache, keeping a stream's
+  // computed prefix (with its state) in the cache, rolling a window back, and restoring an adopted state.
   void plan_state_snapshots(const std::vector<RoundItem>& items);
   void keep_state_snapshots(Stream& s);
+  // The stream's state at `computed`: the window snapshot there when its slot ran past a rejected draft, else the slot.
+  std::vector<float> state_at_computed(const Stream& s);
+  // Puts the state of the window's last kept row into the stream's slot when rejected rows ran after it.
+  void roll_back_state(Stream& s);
   void keep_in_cache(Stream& s);
   // keep_in_cache for a preempted stream, releasing its pages before its state is kept.
   void park_in_cache(Stream& s);

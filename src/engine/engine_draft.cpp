@@ -14,7 +14,7 @@
 namespace fs {
 
 int Engine::draft_allowance(const Stream& s) const {
-  if (!options_.drafter || options_.draft_tokens <= 0 || state_slots_) return 0;
+  if (!options_.drafter || options_.draft_tokens <= 0) return 0;
   if (!decoding(s) || !s.request.allow_draft || s.request.constraint) return 0;
   // The window yields at most 1 + its depth tokens, and its last row sits at slot tokens.size() - 1 + its rows.
   const int by_reply = s.request.max_tokens - s.generated - 1;
@@ -116,6 +116,7 @@ void Engine::accept_window(Stream& s, const RoundItem& it, SampledForward& out, 
     stats_.accepted_tokens += uint64_t(accepted);
   }
   if (s.finished) return;
+  roll_back_state(s);
   // Pages that hold only rejected rows go back; the next row (the pending token) needs tokens.size() positions.
   const int P = pool_->page_tokens();
   const size_t keep = size_t((int(s.tokens.size()) + P - 1) / P);

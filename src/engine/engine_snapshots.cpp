@@ -1,6 +1,7 @@
-// Recurrent-state snapshots for the prompt cache: taken at stride multiples while streams compute, handed to the
-// cache after their round, taken at a stream's end (finish or preemption), and restored into a stream's slot when
-// it resumes from a cached prefix.
+// Recurrent-state snapshots: taken at stride multiples while streams compute and handed to the prompt cache after
+// their round, taken at a stream's end (finish or preemption), restored into a stream's slot when it resumes from a
+// cached prefix; and taken after each row of a verify window, so the slot rolls back to the last kept row.
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -13,33 +14,65 @@
 namespace fs {
 
 void Engine::plan_state_snapshots(const std::vector<RoundItem>& items) {
-  if (!cache_ || state_stride_ == 0) return;
+  if (!state_slots_) return;
   const size_t floats = pool_->state_floats();
+  const bool caching = cache_ && state_stride_ > 0;
   for (const auto& it : items) {
     Stream& s = *it.stream;
     s.snapshots.clear();
+    s.window_states.clear();
     s.snapshot_targets.clear();
-    for (int p = (it.begin / state_stride_ + 1) * state_stride_; p <= it.begin + it.count; p += state_stride_)
-      s.snapshots.push_back({p, std::vector<float>(floats)});
-    for (auto& snap : s.snapshots) s.snapshot_targets.push_back({snap.position, snap.state.data()});
+    const int end = it.begin + it.count;
+    s.window_end = it.drafted > 0 ? end : 0;
+    std::vector<int> cached;
+    if (caching)
+      for (int p = (it.begin / state_stride_ + 1) * state_stride_; p <= end; p += state_stride_) cached.push_back(p);
+    // A window of 1 + drafted rows may keep any first n of them: the state after each row but the last.
+    for (int p = it.begin + 1; p <= end; ++p) {
+      const bool for_cache = std::binary_search(cached.begin(), cached.end(), p);
+      const bool for_window = it.drafted > 0 && p < end;
+      if (!for_cache && !for_window) continue;
+      auto& list = for_cache ? s.snapshots : s.window_states;
+      list.push_back({p, std::vector<float>(floats)});
+      s.snapshot_targets.push_back({p, list.back().state.data()});
+    }
   }
 }
 
 void Engine::keep_state_snapshots(Stream& s) {
+  // Only states of kept positions: a verify window's rejected rows leave nothing in the cache.
   if (cache_)
-    for (const auto& snap : s.snapshots) cache_->insert(s.keys, snap.position, s.pages, snap.state.data());
+    for (const auto& snap : s.snapshots)
+      if (snap.position <= s.computed) cache_->insert(s.keys, snap.position, s.pages, snap.state.data());
   s.snapshots.clear();
   s.snapshot_targets.clear();
 }
 
+std::vector<float> Engine::state_at_computed(const Stream& s) {
+  if (s.computed < s.window_end)
+    for (const auto* list : {&s.window_states, &s.snapshots})
+      for (const auto& snap : *list)
+        if (snap.position == s.computed) return snap.state;
+  if (s.computed < s.window_end)
+    throw Error("stream " + std::to_string(s.id) + " has no state snapshot at its last kept row " +
+                std::to_string(s.computed));
+  std::vector<float> state(pool_->state_floats());
+  model_.save_state(*pool_, s.state_slot, state.data());
+  return state;
+}
+
+void Engine::roll_back_state(Stream& s) {
+  if (s.state_slot >= 0 && s.computed < s.window_end)
+    model_.load_state(*pool_, s.state_slot, state_at_computed(s).data());
+  s.window_states.clear();
+  s.window_end = 0;
+}
+
 void Engine::keep_in_cache(Stream& s) {
   if (!cache_) return;
-  keep_state_snapshots(s);
   std::vector<float> state;
-  if (state_stride_ > 0 && s.state_slot >= 0 && s.computed > 0) {
-    state.resize(pool_->state_floats());
-    model_.save_state(*pool_, s.state_slot, state.data());
-  }
+  if (state_stride_ > 0 && s.state_slot >= 0 && s.computed > 0) state = state_at_computed(s);
+  keep_state_snapshots(s);
   cache_->insert(s.keys, s.computed, s.pages, state.empty() ? nullptr : state.data());
 }
 
@@ -49,12 +82,9 @@ void Engine::park_in_cache(Stream& s) {
     keep_in_cache(s);
     return;
   }
-  keep_state_snapshots(s);
   std::vector<float> state;
-  if (s.state_slot >= 0 && s.computed > 0) {
-    state.resize(pool_->state_floats());
-    model_.save_state(*pool_, s.state_slot, state.data());
-  }
+  if (s.state_slot >= 0 && s.computed > 0) state = state_at_computed(s);
+  keep_state_snapshots(s);
   // The pages first, then the state, which may take pages the stream has just given up.
   const int kept = cache_->insert(s.keys, s.computed, s.pages);
   for (int32_t p : s.pages) pool_->release(p);

@@ -81,6 +81,13 @@ void size_prompt_cache(EngineOptions& o, const ModelConfig& c, double device_gib
   o.prompt_cache_host_pages = int(std::min(host_gib * double(1ull << 30) / page, 1e9));
 }
 
+void add_state_snapshot_line(MemoryBudget& b, const EngineOptions& o, const SequenceMemorySpec& spec) {
+  if (const size_t in_flight = state_snapshots_in_flight(o, spec))
+    b.lines.push_back({"recurrent state snapshots in flight (" + std::to_string(in_flight) + " × " +
+                           std::to_string(spec.state_bytes()) + " bytes)",
+                       in_flight * spec.state_bytes()});
+}
+
 MemoryBudget cpu_budget(const ModelConfig& c, size_t weight_bytes, const EngineOptions& o, size_t available) {
   MemoryBudget b;
   b.where = "RAM";
@@ -110,11 +117,7 @@ MemoryBudget cpu_budget(const ModelConfig& c, size_t weight_bytes, const EngineO
                            std::to_string(spec.state_bytes()) + " bytes)",
                        size_t(o.parallel) * spec.state_bytes()});
   // Snapshots kept by the prompt cache live in its pool pages; those being taken or handed over are counted here.
-  const size_t in_flight = o.prompt_cache_pages > 0 ? state_snapshots_in_flight(o, spec) : 0;
-  if (in_flight > 0)
-    b.lines.push_back({"recurrent state snapshots in flight (" + std::to_string(in_flight) + " × " +
-                           std::to_string(spec.state_bytes()) + " bytes)",
-                       in_flight * spec.state_bytes()});
+  add_state_snapshot_line(b, o, spec);
   const size_t rows = size_t(o.round_tokens) + size_t(o.parallel);
   const size_t per_row = size_t(c.hidden_size) * 4 + size_t(c.num_heads) * size_t(c.head_dim) * 2 +
                          size_t(c.num_kv_heads) * size_t(c.head_dim) * 2 + size_t(c.intermediate_size) * 2;

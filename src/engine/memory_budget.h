@@ -7,6 +7,7 @@
 
 #include "engine/engine.h"
 #include "io/hf_config.h"
+#include "models/memory_spec.h"
 
 namespace fs {
 
@@ -39,6 +40,9 @@ void size_prompt_cache(EngineOptions& options, const ModelConfig& config, double
 
 // Budget of a CPU engine for `options` on `config` with `weight_bytes` of weights. With options.kv_pages set, one
 // line holds the whole pool (the prompt cache's pages live inside it).
+// The line for recurrent-state snapshots held on the host while rounds take them (none when there are none).
+void add_state_snapshot_line(MemoryBudget& budget, const EngineOptions& options, const SequenceMemorySpec& spec);
+
 MemoryBudget cpu_budget(const ModelConfig& config, size_t weight_bytes, const EngineOptions& options,
                         size_t available);
 

@@ -25,9 +25,12 @@ int state_snapshot_stride(const EngineOptions& o, const SequenceMemorySpec& spec
 }
 
 size_t state_snapshots_in_flight(const EngineOptions& o, const SequenceMemorySpec& spec) {
+  if (!spec.has_state()) return 0;
+  size_t n = 0;
   const int stride = state_snapshot_stride(o, spec);
-  if (stride == 0) return 0;
-  return size_t(o.round_tokens / stride) + size_t(o.parallel) + 1;
+  if (o.prompt_cache_pages > 0 && stride > 0) n += size_t(o.round_tokens / stride) + size_t(o.parallel) + 1;
+  if (o.drafter && o.draft_tokens > 0) n += size_t(o.parallel) * size_t(o.draft_tokens);
+  return n;
 }
 
 }  // namespace fs

@@ -20,8 +20,8 @@ int pages_per_state_snapshot(const SequenceMemorySpec& spec, int page_tokens);
 // between them cost. 0 without state.
 int state_snapshot_stride(const EngineOptions& options, const SequenceMemorySpec& spec);
 
-// Snapshots in flight at most: those one round's rows can take, one more per stream, and the one a finishing
-// stream hands over.
+// Host snapshots in flight at most: with a prompt cache, those one round's rows can take, one more per stream, and
+// the one a finishing stream hands over; with a drafter, one per drafted row of every stream's verify window.
 size_t state_snapshots_in_flight(const EngineOptions& options, const SequenceMemorySpec& spec);
 
 }  // namespace fs

@@ -23,7 +23,10 @@ struct Stream {
   int32_t state_slot = -1;      // recurrent-state slot while admitted (models with recurrent layers)
   std::vector<float> resume_state;  // the state at `computed` adopted from the prompt cache, until a slot holds it
   std::vector<StateSnapshot> snapshots;  // states this round's chunk takes for the prompt cache
-  std::vector<StateSnapshotTarget> snapshot_targets;  // where the forward pass writes them
+  std::vector<StateSnapshot> window_states;  // states after each verify-window row but the last, to roll back to
+  std::vector<StateSnapshotTarget> snapshot_targets;  // where the forward pass writes both kinds
+  int window_end = 0;           // this round's verify window ends here: the slot's state is past rejected rows until
+                                // roll_back_state (0 → no window)
   uint64_t seed = 0;
   TokenCounts counts;
   int generated = 0;
