@@ -26,6 +26,12 @@ SequenceChunk SequencePool::chunk(int seq, std::span<const int32_t> ids, int sta
   return c;
 }
 
+std::vector<float> SequencePool::state(int seq) {
+  std::vector<float> out(pool_->state_floats());
+  model_.save_state(*pool_, sequences_.at(size_t(seq)).state_slot, out.data());
+  return out;
+}
+
 std::vector<float> SequencePool::forward(std::span<const SequenceChunk> chunks) {
   return model_.forward(chunks, *pool_);
 }

@@ -23,6 +23,8 @@ class SequencePool {
   // Greedy ids of `steps` decode steps of sequence `seq` after `logits`, the first at position `pos`.
   std::vector<int32_t> greedy(int seq, std::vector<float> logits, int pos, int steps, int rope_delta = 0);
   KvPool& pool() { return *pool_; }
+  // Sequence `seq`'s recurrent state as it stands (models with state), state_floats of the memory spec.
+  std::vector<float> state(int seq);
 
  private:
   struct Sequence {

@@ -142,6 +142,39 @@ TEST(CudaSampling, MatchesHostSamplerOnRandomLogits) {
   EXPECT_LT(skipped * 20, compared);
 }
 
+// Uniforms within rounding of 1 put the draw's target at the set's whole mass, which the threshold search sums in
+// another order: the draw must still be a token of the set (the last one), never past the vocabulary.
+TEST(CudaSampling, DrawsAtTheTopOfTheUniformRangeStayInTheSet) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(29);
+  constexpr int kVocab = 151936;
+  std::vector<Case> cases;
+  for (float uniform : {0x1.fffffep-1f, 0x1.fffffcp-1f, 0x1.fffff0p-1f, 0x1.ffffc0p-1f, 0.9999f})
+    for (float scale : {0.01f, 0.5f, 3.0f}) {
+      Case c;
+      c.logits = random_floats(rng, size_t(kVocab), scale);
+      c.row.mode = 2;
+      c.row.temperature = 0.8f;
+      c.row.uniform = uniform;
+      cases.push_back(c);
+      c.row.top_k = 50;
+      cases.push_back(c);
+    }
+  const auto got = device_choice(gpu, cases, kVocab);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    ASSERT_GE(got[i], 0) << "row " << i;
+    ASSERT_LT(got[i], kVocab) << "row " << i;
+    if (cases[i].row.top_k > 0) {
+      // Inside the top k: fewer than k logits rank above it.
+      const auto& l = cases[i].logits;
+      const float x = l[size_t(got[i])];
+      const auto above = std::count_if(l.begin(), l.end(), [&](float y) { return y > x; });
+      EXPECT_LT(above, cases[i].row.top_k) << "row " << i;
+    }
+  }
+}
+
 TEST(CudaSampling, GreedyTiesGoToTheLowestId) {
   FS_REQUIRE_GPU();
   Gpu gpu;

@@ -88,7 +88,7 @@ __device__ uint64_t descend(const float* row, int n, Weight weight, float target
     }
     __syncthreads();
     float f = sh.totals[kAbove];
-    int pick = 0;
+    int pick = -1;
     for (int d = 15; d >= 0; --d) {
       f += sh.totals[d];
       if (strict ? f > target : f >= target) {
@@ -96,6 +96,8 @@ __device__ uint64_t descend(const float* row, int n, Weight weight, float target
         break;
       }
     }
+    // The shared totals give every thread the same pick. None: the bound lies past this order's sum.
+    if (pick < 0) return 0;
     prefix |= uint64_t(pick) << shift;
     __syncthreads();
   }
@@ -104,6 +106,7 @@ __device__ uint64_t descend(const float* row, int n, Weight weight, float target
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, int vocab, const SampleRow* params,
                                                           int32_t* ids) {
+  wait_for_previous_grid();
   __shared__ Shared sh;
   const int r = blockIdx.x, tid = threadIdx.x;
   const SampleRow p = params[r];
@@ -149,10 +152,9 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
   for (int i = tid; i < vocab; i += kThreads) mass += chosen(i, rank_key(row[i], i));
   mass = block_sum(mass, sh);
   const float target = p.uniform * mass;
-  uint64_t pick;
-  if (mass > target) {
-    pick = descend(row, vocab, chosen, target, true, sh);
-  } else {
+  // descend sums in other orders than mass: a target within rounding of the mass may find no key (0).
+  uint64_t pick = mass > target ? descend(row, vocab, chosen, target, true, sh) : 0;
+  if (pick == 0) {
     // Rounding left the draw past the mass: the last token of the set, as on the host.
     uint64_t low = ~uint64_t{0};
     for (int i = tid; i < vocab; i += kThreads) {
@@ -172,7 +174,7 @@ void sample_rows(const float* logits, int rows, int vocab, const SampleRow* para
     throw Error("device sampling supports vocabularies of 1.." + std::to_string(kMaxSampleVocab) + " tokens, not " +
                 std::to_string(vocab));
   if (rows <= 0) return;
-  launch_kernel("sample_rows", sample_kernel, dim3(rows), dim3(kThreads), 0, stream, logits, vocab, params, ids);
+  launch_overlapping_kernel("sample_rows", sample_kernel, dim3(rows), dim3(kThreads), 0, stream, logits, vocab, params, ids);
 }
 
 }  // namespace fs::cuda::kernels
