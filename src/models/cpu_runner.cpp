@@ -66,6 +66,7 @@ class CpuRunner final : public Model {
       L.mlp = {load_one(k, lp.mlp.gate), load_one(k, lp.mlp.up), load_one(k, lp.mlp.down)};
       layers_.push_back(std::move(L));
     }
+    cpu::pack_for_matmul(matmul_weights());
   }
 
   const ModelConfig& config() const override { return config_; }
@@ -100,6 +101,23 @@ class CpuRunner final : public Model {
     }
     L.plain = {qkv[0], qkv[1], qkv[2], load_one(k, s.o), load_ref_floats(k, s.qkv_bias), load_ref_floats(k, s.q_norm),
                load_ref_floats(k, s.k_norm)};
+  }
+
+  // Every matrix a matmul reads (the embeddings only as a tied head).
+  std::vector<WeightMatrix*> matmul_weights() {
+    std::vector<WeightMatrix*> all{&ends_.head};
+    for (CpuLayer& L : layers_) {
+      if (L.program->deltanet) {
+        DeltaNetWeights& d = L.deltanet;
+        all.insert(all.end(), {&d.in_qkv, &d.in_z, &d.in_a, &d.in_b, &d.out});
+      } else if (L.program->attention->output_gate) {
+        all.insert(all.end(), {&L.gated.q, &L.gated.k, &L.gated.v, &L.gated.o});
+      } else {
+        all.insert(all.end(), {&L.plain.wq, &L.plain.wk, &L.plain.wv, &L.plain.wo});
+      }
+      all.insert(all.end(), {&L.mlp.gate, &L.mlp.up, &L.mlp.down});
+    }
+    return all;
   }
 
   void load_deltanet(const DeltaNetStep& s, DeltaNetWeights& w) {

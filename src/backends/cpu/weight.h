@@ -14,6 +14,8 @@ struct WeightMatrix {
   int rows = 0;
   int cols = 0;
   std::shared_ptr<std::vector<float>> owned;  // set when converted at load
+  // The same weights in the layout the CPU's AVX-512 matmul reads (cpu::pack_for_matmul); null → it reads `data`.
+  std::shared_ptr<const uint8_t> packed;
 
   size_t bytes() const { return size_t(rows) * size_t(cols) * dtype_size(dtype); }
   // Row r as floats into out[cols].

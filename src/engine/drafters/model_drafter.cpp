@@ -53,6 +53,7 @@ namespace {
 
 // The `count` highest logits' ids, highest first (ties: lower id first, as max_element picks).
 std::vector<int32_t> top_ids(const float* row, int vocab, int count) {
+  if (count == 1) return {int32_t(std::max_element(row, row + vocab) - row)};  // a chain's one guess: no sort
   std::vector<int32_t> ids(static_cast<size_t>(vocab));
   for (int32_t i = 0; i < vocab; ++i) ids[size_t(i)] = i;
   count = std::min(count, vocab);

@@ -1,0 +1,154 @@
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/matmul_kernels.h"
+
+// GCC 12 warns about the undefined vectors inside its own AVX-512 intrinsics.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#define FS_AVX512 __attribute__((target("avx512f")))
+
+namespace fs::cpu {
+
+namespace {
+
+// 16 weights as floats: the two 8-lane halves the AVX2 kernel uses, in one register.
+FS_AVX512 inline __m512 load16(const uint16_t* p) {
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+}
+FS_AVX512 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+
+inline float to_f32(uint16_t v) { return bf16_to_f32(v); }
+inline float to_f32(float v) { return v; }
+
+// How far ahead in the packed weights a tile of several input rows fetches (bytes): panels lie one after another.
+constexpr int kFetchAhead = 4096;
+
+// Where the weights of one panel of `rows` packed rows lie (the layout pack_panel writes).
+template <class W>
+struct Panel {
+  const W* base;  // the panel's first element
+  int rows;       // kPanelRows, or fewer in a matrix's last panel
+  int K;
+  int body() const { return K / 16 * 16; }
+  // Row b's 16 weights of columns [k, k + 16), k < body().
+  const W* block(int b, int k) const { return base + size_t(k) * size_t(rows) + size_t(b) * 16; }
+  // Row b's last K % 16 weights.
+  const W* tail(int b) const { return base + size_t(body()) * size_t(rows) + size_t(b) * size_t(K - body()); }
+};
+
+// R input rows against panel rows [b0, b0 + NB): R · NB accumulators (at most 24, beside R inputs, of 32 registers)
+// whose low and high halves are the AVX2 kernel's acc0 and acc1, so every output has its bits whatever R and NB are.
+template <int R, int NB, class W>
+FS_AVX512 void tile(const float* x, const Panel<W>& p, int b0, float* y, size_t y_stride) {
+  const int K = p.K, body = p.body();
+  __m512 acc[R][NB];
+  for (int r = 0; r < R; ++r)
+    for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_setzero_ps();
+  for (int k = 0; k < body; k += 16) {
+    __m512 xv[R];
+    for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(x + size_t(r) * size_t(K) + k);
+    if (R > 1 && b0 == 0) {  // the panel's first tile fetches for the others too
+      const char* ahead = reinterpret_cast<const char*>(p.block(0, k)) + kFetchAhead;
+      for (int j = 0; j < p.rows * 16 * int(sizeof(W)); j += 64) _mm_prefetch(ahead + j, _MM_HINT_T0);
+    }
+    for (int b = 0; b < NB; ++b) {
+      const __m512 wv = load16(p.block(b0 + b, k));
+      for (int r = 0; r < R; ++r) acc[r][b] = _mm512_fmadd_ps(xv[r], wv, acc[r][b]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int b = 0; b < NB; ++b) {
+      const __m256 lo = _mm512_castps512_ps256(acc[r][b]);
+      const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][b]), 1));
+      float s = hsum8(_mm256_add_ps(lo, hi));
+      const float* xr = x + size_t(r) * size_t(K) + body;
+      const W* wt = p.tail(b0 + b);
+      for (int t = 0; t < K - body; ++t) s = std::fma(xr[t], to_f32(wt[t]), s);
+      y[size_t(r) * y_stride + size_t(b)] = s;
+    }
+}
+
+// Input rows that go through a block of panels together, of `left` rows: up to 6 at once, else groups of 4 (more
+// rows' inputs would crowd the weights out of the first-level cache).
+int rows_per_group(int left) { return left <= 6 ? left : 4; }
+
+constexpr size_t kPanelsPerBlock = 8;
+
+// Rows [0, R) of x against columns [n0, n1) of one panel that starts at column `first`: a whole panel in one tile,
+// else a tile per column.
+template <int R, class W>
+FS_AVX512 void panel_rows(const float* x, const Panel<W>& p, size_t first, size_t n0, size_t n1, float* y, size_t N) {
+  if (p.rows == kPanelRows && n0 == first && n1 == first + kPanelRows)
+    return tile<R, kPanelRows>(x, p, 0, y + first, N);
+  for (size_t n = n0; n < n1; ++n) tile<R, 1>(x, p, int(n - first), y + n, N);
+}
+
+// Columns [begin, end) for all rows: blocks of panels, and in each block every group of rows in turn.
+template <class W>
+FS_AVX512 void range(const float* x, int rows, const W* packed, int K, size_t N, size_t begin, size_t end, float* y) {
+  const size_t P = kPanelRows;
+  for (size_t block = begin / P * P; block < end; block += P * kPanelsPerBlock) {
+    for (int m = 0, group = 0; m < rows; m += group) {
+      group = rows_per_group(rows - m);
+      const float* xm = x + size_t(m) * size_t(K);
+      float* ym = y + size_t(m) * N;
+      for (size_t first = block; first < std::min(end, block + P * kPanelsPerBlock); first += P) {
+        const Panel<W> p{packed + first * size_t(K), int(std::min(P, N - first)), K};
+        const size_t n0 = std::max(begin, first), n1 = std::min(end, first + size_t(p.rows));
+        switch (group) {
+          case 1: panel_rows<1>(xm, p, first, n0, n1, ym, N); break;
+          case 2: panel_rows<2>(xm, p, first, n0, n1, ym, N); break;
+          case 3: panel_rows<3>(xm, p, first, n0, n1, ym, N); break;
+          case 4: panel_rows<4>(xm, p, first, n0, n1, ym, N); break;
+          case 5: panel_rows<5>(xm, p, first, n0, n1, ym, N); break;
+          default: panel_rows<6>(xm, p, first, n0, n1, ym, N); break;
+        }
+      }
+    }
+  }
+}
+
+// One panel of `rows` weight rows from row-major `src` into the packed layout Panel reads.
+template <class W>
+void pack_panel(const W* src, int rows, int K, W* dst) {
+  const int body = K / 16 * 16;
+  for (int k = 0; k < body; k += 16)
+    for (int b = 0; b < rows; ++b)
+      std::memcpy(dst + size_t(k) * rows + size_t(b) * 16, src + size_t(b) * K + k, 16 * sizeof(W));
+  for (int b = 0; b < rows; ++b)
+    std::memcpy(dst + size_t(body) * rows + size_t(b) * (K - body), src + size_t(b) * K + body,
+                size_t(K - body) * sizeof(W));
+}
+
+template <class W>
+void pack_all(const W* src, size_t N, int K, W* dst) {
+  for (size_t first = 0; first < N; first += kPanelRows)
+    pack_panel(src + first * size_t(K), int(std::min(size_t(kPanelRows), N - first)), K, dst + first * size_t(K));
+}
+
+}  // namespace
+
+void matmul_range_avx512(const float* x, int rows, const WeightMatrix& w, size_t begin, size_t end, float* y) {
+  if (w.dtype == DType::BF16)
+    range(x, rows, reinterpret_cast<const uint16_t*>(w.packed.get()), w.cols, size_t(w.rows), begin, end, y);
+  else
+    range(x, rows, reinterpret_cast<const float*>(w.packed.get()), w.cols, size_t(w.rows), begin, end, y);
+}
+
+void pack_rows(const WeightMatrix& w, uint8_t* dst) {
+  if (w.dtype == DType::BF16)
+    pack_all(static_cast<const uint16_t*>(w.data), size_t(w.rows), w.cols, reinterpret_cast<uint16_t*>(dst));
+  else
+    pack_all(static_cast<const float*>(w.data), size_t(w.rows), w.cols, reinterpret_cast<float*>(dst));
+}
+
+bool avx512_available() {
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+
+}  // namespace fs::cpu
