@@ -199,6 +199,13 @@ DriverTable make_fake_table() {
                         (std::vector<std::uint64_t>{as_arg(fn), gx, gy, gz, bx, by, bz, shared, as_arg(stream)}),
                         { return active().launch_kernel(fn, stream); });
   };
+  t.launch_kernel_ex = [](const CUlaunchConfig* c, CUfunction fn, void** params, void** extra) {
+    return FS_FAKE_CALL(launch_kernel_ex,
+                        (std::vector<std::uint64_t>{as_arg(fn), c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX,
+                                                    c->blockDimY, c->blockDimZ, c->sharedMemBytes,
+                                                    as_arg(c->hStream), c->numAttrs}),
+                        { return active().launch_kernel(fn, c->hStream); });
+  };
   t.stream_begin_capture = [](CUstream stream, CUstreamCaptureMode mode) {
     return FS_FAKE_CALL(stream_begin_capture, (std::vector<std::uint64_t>{as_arg(stream), static_cast<std::uint64_t>(mode)}),
                         { return active().begin_capture(stream); });

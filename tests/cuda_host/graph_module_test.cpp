@@ -74,6 +74,35 @@ TEST(Module, OpaqueLaunchAndAttributesGoThroughTheTable) {
   EXPECT_EQ(fake.kernel_runs("gemm"), 1u);
 }
 
+// An overlapping launch goes through cuLaunchKernelEx with one attribute (programmatic stream serialization) and
+// the same shape; a plain one stays on cuLaunchKernel.
+TEST(Module, OverlappingLaunchCarriesTheProgrammaticSerializationAttribute) {
+  FakeDriver fake;
+  Module module("gemm", "ops");
+  Stream stream;
+  void* fn = module.function("gemm");
+  fake.clear_calls();
+  LaunchShape shape{8, 2, 1, 256, 1, 1, 4096};
+  shape.overlaps_previous = true;
+  launch_opaque(fn, shape, stream.handle(), nullptr, "gemm");
+  launch_opaque(fn, {8, 2, 1, 256, 1, 1, 4096}, stream.handle(), nullptr, "gemm");
+  stream.synchronize();
+  EXPECT_EQ(fake.kernel_runs("gemm"), 2u);
+  EXPECT_EQ(fake.count("cuLaunchKernelEx"), 1u);
+  EXPECT_EQ(fake.count("cuLaunchKernel"), 1u);
+  for (const auto& call : fake.calls())
+    if (call.name == "cuLaunchKernelEx")
+      EXPECT_EQ(call.args, (std::vector<std::uint64_t>{reinterpret_cast<std::uintptr_t>(fn), 8, 2, 1, 256, 1, 1, 4096,
+                                                       reinterpret_cast<std::uintptr_t>(stream.handle()), 1}));
+  fake.fail_call("cuLaunchKernelEx", 1, CUDA_ERROR_LAUNCH_FAILED);
+  try {
+    launch_opaque(fn, shape, stream.handle(), nullptr, "gemm");
+    FAIL() << "failed overlapping launch not reported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuLaunchKernelEx failed for kernel gemm"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CapturedGraph, CapturesOnceAndReplaysOnEveryLaunch) {
   FakeDriver fake;
   Module module("decode_step", "decode");

@@ -50,6 +50,8 @@ namespace fs::cuda {
   X(launch_kernel, "cuLaunchKernel", CUresult,                                                                     \
     (CUfunction fn, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x, unsigned block_y,         \
      unsigned block_z, unsigned shared_bytes, CUstream stream, void** params, void** extra))                        \
+  X(launch_kernel_ex, "cuLaunchKernelEx", CUresult,                                                                \
+    (const CUlaunchConfig* config, CUfunction fn, void** params, void** extra))                                    \
   X(stream_begin_capture, "cuStreamBeginCapture_v2", CUresult, (CUstream stream, CUstreamCaptureMode mode))        \
   X(stream_end_capture, "cuStreamEndCapture", CUresult, (CUstream stream, CUgraph * graph))                        \
   X(graph_instantiate, "cuGraphInstantiateWithFlags", CUresult,                                                    \

@@ -31,6 +31,27 @@ using CUtensorMapSwizzle = int;
 using CUtensorMapL2promotion = int;
 using CUtensorMapFloatOOBfill = int;
 
+// A kernel launch's extra settings (cuda.h's CUlaunchAttribute and CUlaunchConfig for cuLaunchKernelEx).
+using CUlaunchAttributeID = int;
+union alignas(8) CUlaunchAttributeValue {
+  char pad[64];
+  int programmaticStreamSerializationAllowed;
+};
+struct CUlaunchAttribute {
+  CUlaunchAttributeID id;
+  char pad[4];
+  CUlaunchAttributeValue value;
+};
+struct CUlaunchConfig {
+  unsigned gridDimX, gridDimY, gridDimZ;
+  unsigned blockDimX, blockDimY, blockDimZ;
+  unsigned sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute* attrs;
+  unsigned numAttrs;
+};
+inline constexpr CUlaunchAttributeID CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
+
 // CUresult values.
 inline constexpr CUresult CUDA_SUCCESS = 0;
 inline constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;

@@ -1,6 +1,8 @@
 // Module loading and kernel launch.
 #include "backends/cuda/host/module.h"
 
+#include <cstdlib>
+#include <string_view>
 #include <utility>
 
 #include "backends/cuda/host/check.h"
@@ -22,7 +24,39 @@ CUfunction Module::function(const std::string& kernel) const {
   return fn;
 }
 
+namespace {
+
+// FOLDSERVE_CUDA_OVERLAP=0 turns programmatic dependent launch off (for A/B runs; the bits are the same).
+bool overlapping_launches_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("FOLDSERVE_CUDA_OVERLAP");
+    return !(v && std::string_view(v) == "0");
+  }();
+  return allowed;
+}
+
+}  // namespace
+
 void launch(CUfunction fn, const LaunchShape& shape, CUstream stream, void** params, std::string_view what) {
+  if (shape.overlaps_previous && overlapping_launches_allowed()) {
+    CUlaunchAttribute overlap{};
+    overlap.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    overlap.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = shape.grid_x;
+    config.gridDimY = shape.grid_y;
+    config.gridDimZ = shape.grid_z;
+    config.blockDimX = shape.block_x;
+    config.blockDimY = shape.block_y;
+    config.blockDimZ = shape.block_z;
+    config.sharedMemBytes = shape.shared_bytes;
+    config.hStream = stream;
+    config.attrs = &overlap;
+    config.numAttrs = 1;
+    check(driver().launch_kernel_ex(&config, fn, params, nullptr), driver_symbol::launch_kernel_ex,
+          "kernel " + std::string(what));
+    return;
+  }
   check(driver().launch_kernel(fn, shape.grid_x, shape.grid_y, shape.grid_z, shape.block_x, shape.block_y,
                                shape.block_z, shape.shared_bytes, stream, params, nullptr),
         driver_symbol::launch_kernel, "kernel " + std::string(what));

@@ -12,6 +12,9 @@ struct LaunchShape {
   unsigned grid_x = 1, grid_y = 1, grid_z = 1;
   unsigned block_x = 1, block_y = 1, block_z = 1;
   unsigned shared_bytes = 0;
+  // Programmatic dependent launch: the kernel may start while the stream's previous kernel finishes, and must wait
+  // for it (griddepcontrol.wait) before it reads or writes anything an earlier kernel touches.
+  bool overlaps_previous = false;
 };
 
 class Module {

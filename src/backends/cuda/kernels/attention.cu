@@ -15,6 +15,7 @@ constexpr int kPerLane = kMaxHeadDim / 32;
 
 __global__ void qkv_rope_store_kernel(const float* qkv, HeadShape shape, const float* q_norm, const float* k_norm,
                                       float eps, const float* cos, const float* sin, PagedKv kv, float* q) {
+  wait_for_previous_grid();
   __shared__ float v[kMaxHeadDim];
   const int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
   const int hd = shape.head_dim, half = hd / 2, kv_width = shape.kv_heads * hd;
@@ -55,6 +56,7 @@ __global__ void qkv_rope_store_kernel(const float* qkv, HeadShape shape, const f
 }
 
 __global__ void plain_attention_kernel(const float* q, HeadShape shape, PagedKv kv, float scale, uint16_t* out) {
+  wait_for_previous_grid();
   __shared__ float qs[kMaxHeadDim];
   const int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
   const int hd = shape.head_dim, kv_width = shape.kv_heads * hd;
@@ -124,7 +126,7 @@ void plain_attention(const float* q, int rows, HeadShape shape, const PagedKv& k
   check_shape(shape);
   if (rows == 0) return;
   dim3 grid(rows, shape.heads);
-  launch_kernel("plain_attention", plain_attention_kernel, grid, dim3(32), 0, stream, q, shape, kv, scale, out);
+  launch_overlapping_kernel("plain_attention", plain_attention_kernel, grid, dim3(32), 0, stream, q, shape, kv, scale, out);
 }
 
 void qkv_rope_store(const float* qkv, int rows, HeadShape shape, const float* q_norm, const float* k_norm, float eps,
@@ -132,7 +134,7 @@ void qkv_rope_store(const float* qkv, int rows, HeadShape shape, const float* q_
   check_shape(shape);
   if (rows == 0) return;
   dim3 grid(rows, shape.heads + shape.kv_heads);
-  launch_kernel("qkv_rope_store", qkv_rope_store_kernel, grid, dim3(32), 0, stream, qkv, shape, q_norm, k_norm, eps, cos,
+  launch_overlapping_kernel("qkv_rope_store", qkv_rope_store_kernel, grid, dim3(32), 0, stream, qkv, shape, q_norm, k_norm, eps, cos,
                 sin, kv, q);
 }
 

@@ -78,6 +78,7 @@ __device__ __forceinline__ void load_block(uint16_t* stage, const Params& p, con
 
 template <int HD>
 __global__ void __launch_bounds__(kThreads) attention_kernel(Params p) {
+  wait_for_previous_grid();
   using L = Layout<HD>;
   extern __shared__ __align__(16) uint16_t smem[];
   uint16_t* qs = smem;
@@ -256,7 +257,7 @@ void launch(const float* q, int rows, HeadShape shape, const PagedKv& kv, float 
   p.tile_rows = rows > 64 ? kTile / p.tile_heads : 1;
   p.scale_log2 = scale * 1.4426950408889634f;
   dim3 grid((rows + p.tile_rows - 1) / p.tile_rows, shape.kv_heads * p.head_tiles);
-  launch_kernel("attention", kernel, grid, dim3(kThreads), unsigned(L::kSmemBytes), stream, p);
+  launch_overlapping_kernel("attention", kernel, grid, dim3(kThreads), unsigned(L::kSmemBytes), stream, p);
 }
 
 }  // namespace fs::cuda::kernels::attention_mma

@@ -13,6 +13,10 @@ namespace fs::cuda::kernels {
 
 inline cudaStream_t as_runtime(void* s) { return reinterpret_cast<cudaStream_t>(s); }
 
+// Programmatic dependent launch (launch_overlapping_kernel): waits until the kernels this one follows have finished
+// and their writes are visible; before it a kernel may only read what no kernel of the round writes (weights).
+__device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 __device__ __forceinline__ float bf16_bits_to_f32(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
 
 __device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {

@@ -84,6 +84,7 @@ __device__ __forceinline__ float conv_input(const float* in, int in_stride, cons
 
 __global__ void __launch_bounds__(kConvThreads) conv_kernel(const float* in, int in_stride, const float* weight,
                                                               Dims d, DeltaNetBatch batch, float* out) {
+  wait_for_previous_grid();
   const int r = blockIdx.y, c = blockIdx.x * kConvThreads + threadIdx.x;
   const DeltaNetSeq* s = sequence_of(batch, r);
   if (!s || c >= d.C) return;
@@ -98,6 +99,7 @@ __global__ void __launch_bounds__(kConvThreads) conv_kernel(const float* in, int
 // After conv_kernel: each snapshot's tail, then the new tail (read whole before it is written).
 __global__ void __launch_bounds__(kConvThreads) conv_tail_kernel(const float* in, int in_stride, Dims d,
                                                                    DeltaNetBatch batch) {
+  wait_for_previous_grid();
   const int c = blockIdx.x * kConvThreads + threadIdx.x;
   if (c >= d.C) return;
   const DeltaNetSeq s = batch.seqs[blockIdx.y];
@@ -137,6 +139,7 @@ template <int R>
 __global__ void __launch_bounds__(kRecurrenceThreads)
     recurrence_kernel(const float* conv, const float* b, const float* a, int ab_stride, const float* a_log,
                       const float* dt_bias, Dims d, DeltaNetBatch batch, float* out) {
+  wait_for_previous_grid();
   __shared__ float qs[kTile][kMaxKeyDim], ks[kTile][kMaxKeyDim], betas[kTile], decays[kTile];
   const DeltaNetSeq s = batch.seqs[blockIdx.z];
   const int h = blockIdx.y, kh = h / d.group;
@@ -212,6 +215,7 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
 
 __global__ void gated_norm_kernel(const float* core, const float* z, int z_stride, const float* norm, Dims d,
                                   uint16_t* out) {
+  wait_for_previous_grid();
   const int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
   const float* o = core + size_t(r) * d.V + size_t(h) * d.dv;
   const float* zr = z + size_t(r) * z_stride + size_t(h) * d.dv;
@@ -230,9 +234,9 @@ void deltanet_conv(const float* in, int in_stride, int T, const float* weight, c
   check_batch(T, batch);
   if (T == 0 || batch.count == 0) return;
   const unsigned blocks = unsigned((d.C + kConvThreads - 1) / kConvThreads);
-  launch_kernel("deltanet_conv", conv_kernel, dim3(blocks, T), dim3(kConvThreads), 0, stream, in, in_stride, weight,
+  launch_overlapping_kernel("deltanet_conv", conv_kernel, dim3(blocks, T), dim3(kConvThreads), 0, stream, in, in_stride, weight,
                 d, batch, out);
-  launch_kernel("deltanet_conv_tail", conv_tail_kernel, dim3(blocks, batch.count), dim3(kConvThreads), 0, stream, in,
+  launch_overlapping_kernel("deltanet_conv_tail", conv_tail_kernel, dim3(blocks, batch.count), dim3(kConvThreads), 0, stream, in,
                 in_stride, d, batch);
 }
 
@@ -245,16 +249,16 @@ void deltanet_recurrence(const float* conv, int T, const float* b, const float* 
   const dim3 grid(unsigned((d.dv + kColumnsPerBlock - 1) / kColumnsPerBlock), unsigned(d.nv), unsigned(batch.count));
   const dim3 block(kRecurrenceThreads);
   if (d.dk <= 16)
-    launch_kernel("deltanet_recurrence", recurrence_kernel<4>, grid, block, 0, stream, conv, b, a, ab_stride, a_log,
+    launch_overlapping_kernel("deltanet_recurrence", recurrence_kernel<4>, grid, block, 0, stream, conv, b, a, ab_stride, a_log,
                   dt_bias, d, batch, out);
   else if (d.dk <= 32)
-    launch_kernel("deltanet_recurrence", recurrence_kernel<8>, grid, block, 0, stream, conv, b, a, ab_stride, a_log,
+    launch_overlapping_kernel("deltanet_recurrence", recurrence_kernel<8>, grid, block, 0, stream, conv, b, a, ab_stride, a_log,
                   dt_bias, d, batch, out);
   else if (d.dk <= 64)
-    launch_kernel("deltanet_recurrence", recurrence_kernel<16>, grid, block, 0, stream, conv, b, a, ab_stride, a_log,
+    launch_overlapping_kernel("deltanet_recurrence", recurrence_kernel<16>, grid, block, 0, stream, conv, b, a, ab_stride, a_log,
                   dt_bias, d, batch, out);
   else
-    launch_kernel("deltanet_recurrence", recurrence_kernel<32>, grid, block, 0, stream, conv, b, a, ab_stride, a_log,
+    launch_overlapping_kernel("deltanet_recurrence", recurrence_kernel<32>, grid, block, 0, stream, conv, b, a, ab_stride, a_log,
                   dt_bias, d, batch, out);
 }
 
@@ -262,7 +266,7 @@ void deltanet_gated_norm(const float* core, const float* z, int z_stride, const 
                          const DeltaNetShape& shape, uint16_t* out, void* stream) {
   const Dims d = dims_of(shape);
   if (T == 0) return;
-  launch_kernel("deltanet_gated_norm", gated_norm_kernel, dim3(T, d.nv), dim3(32), 0, stream, core, z, z_stride, norm,
+  launch_overlapping_kernel("deltanet_gated_norm", gated_norm_kernel, dim3(T, d.nv), dim3(32), 0, stream, core, z, z_stride, norm,
                 d, out);
 }
 

@@ -16,6 +16,7 @@ constexpr int kGateThreads = 256;
 __global__ void gated_qkv_rope_store_kernel(const float* qkv, HeadShape shape, int rotary_dim, const float* q_norm,
                                             const float* k_norm, float eps, const float* cos, const float* sin,
                                             PagedKv kv, float* q, float* gate) {
+  wait_for_previous_grid();
   __shared__ float v[kMaxHeadDim];
   const int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
   const int hd = shape.head_dim, half = rotary_dim / 2, Q = shape.heads * hd, kv_width = shape.kv_heads * hd;
@@ -56,6 +57,7 @@ __global__ void gated_qkv_rope_store_kernel(const float* qkv, HeadShape shape, i
 }
 
 __global__ void output_gate_kernel(uint16_t* out, const float* gate, int width) {
+  wait_for_previous_grid();
   const int r = blockIdx.y, i = blockIdx.x * kGateThreads + threadIdx.x;
   if (i >= width) return;
   const size_t at = size_t(r) * width + i;
@@ -74,13 +76,13 @@ void gated_qkv_rope_store(const float* qkv, int rows, HeadShape shape, int rotar
                 std::to_string(shape.head_dim) + ", rotary_dim " + std::to_string(rotary_dim) + ", " +
                 std::to_string(shape.heads) + "/" + std::to_string(shape.kv_heads) + " heads)");
   if (rows == 0) return;
-  launch_kernel("gated_qkv_rope_store", gated_qkv_rope_store_kernel, dim3(rows, shape.heads + shape.kv_heads), dim3(32),
+  launch_overlapping_kernel("gated_qkv_rope_store", gated_qkv_rope_store_kernel, dim3(rows, shape.heads + shape.kv_heads), dim3(32),
                 0, stream, qkv, shape, rotary_dim, q_norm, k_norm, eps, cos, sin, kv, q, gate);
 }
 
 void output_gate(uint16_t* out, const float* gate, int rows, int width, void* stream) {
   if (rows == 0 || width == 0) return;
-  launch_kernel("output_gate", output_gate_kernel, dim3((width + kGateThreads - 1) / kGateThreads, rows),
+  launch_overlapping_kernel("output_gate", output_gate_kernel, dim3((width + kGateThreads - 1) / kGateThreads, rows),
                 dim3(kGateThreads), 0, stream, out, gate, width);
 }
 

@@ -61,6 +61,7 @@ __global__ void __launch_bounds__(32 * WMAX) stream_kernel(const uint16_t* x, co
   const int blocks = (K + 31) / 32, slices = K > 0 ? (blocks + kSliceBlocks - 1) / kSliceBlocks : 1;
   const int round = slices < kRoundSlices ? slices : kRoundSlices;
   float* total = part + round * S::kFrag;
+  wait_for_previous_grid();
 
   for (int r0 = 0; r0 < slices; r0 += kRoundSlices) {
     const int r1 = r0 + kRoundSlices < slices ? r0 + kRoundSlices : slices;
@@ -151,7 +152,7 @@ void launch_stream(const uint16_t* x, const uint16_t* w, const float* bias, floa
   auto kernel = stream_kernel<MT, NT, U, WMAX, HALF, PIPE>;
   allow_shared_memory_once(kernel, unsigned(S::kMaxSmemBytes), "gemm");
   dim3 grid((n + S::kCols - 1) / S::kCols, (m + S::kRows - 1) / S::kRows);
-  launch_kernel("gemm", kernel, grid, dim3(32 * S::warps(k)), unsigned(S::smem_bytes(k)), stream, x, w, bias, y, m, n,
+  launch_overlapping_kernel("gemm", kernel, grid, dim3(32 * S::warps(k)), unsigned(S::smem_bytes(k)), stream, x, w, bias, y, m, n,
                 k, accumulate);
 }
 

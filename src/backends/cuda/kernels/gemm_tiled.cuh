@@ -43,6 +43,7 @@ __device__ __forceinline__ void load_stage(uint16_t* st, const uint16_t* x, cons
 template <int MW, int NW, int MT, int NT, int KB, int STAGES>
 __global__ void __launch_bounds__(32 * MW * NW) tiled_kernel(const uint16_t* x, const uint16_t* w, const float* bias,
                                                              float* y, int M, int N, int K, bool accumulate) {
+  wait_for_previous_grid();
   using T = Tile<MW, NW, MT, NT, KB, STAGES>;
   extern __shared__ __align__(16) uint16_t smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -123,7 +124,7 @@ void launch_tiled(const uint16_t* x, const uint16_t* w, const float* bias, float
   auto kernel = tiled_kernel<MW, NW, MT, NT, KB, STAGES>;
   allow_shared_memory_once(kernel, unsigned(T::kSmemBytes), "gemm", true);
   dim3 grid((n + T::kCols - 1) / T::kCols, (m + T::kRows - 1) / T::kRows);
-  launch_kernel("gemm", kernel, grid, dim3(T::kThreads), unsigned(T::kSmemBytes), stream, x, w, bias, y, m, n, k,
+  launch_overlapping_kernel("gemm", kernel, grid, dim3(T::kThreads), unsigned(T::kSmemBytes), stream, x, w, bias, y, m, n, k,
                 accumulate);
 }
 

@@ -48,20 +48,36 @@ void allow_shared_memory_once(void (*kernel)(Params...), unsigned bytes, const c
   done.insert(fn);
 }
 
-// Queues kernel(args...) on `stream` with the given grid, block and dynamic shared memory (cuLaunchKernel).
+// Queues kernel(args...) on `stream` with the given grid, block and dynamic shared memory; `overlaps`: with
+// programmatic dependent launch (LaunchShape::overlaps_previous).
 template <typename... Params, typename... Args>
-void launch_kernel(const char* what, void (*kernel)(Params...), dim3 grid, dim3 block, unsigned shared_bytes,
-                   void* stream, Args&&... args) {
+void launch_kernel_as(const char* what, bool overlaps, void (*kernel)(Params...), dim3 grid, dim3 block,
+                      unsigned shared_bytes, void* stream, Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "one argument per kernel parameter");
   std::tuple<std::decay_t<Params>...> values(std::forward<Args>(args)...);
   std::apply(
       [&](auto&... v) {
         void* params[sizeof...(Params) + 1] = {static_cast<void*>(&v)..., nullptr};
         launch_opaque(kernel_function(reinterpret_cast<const void*>(kernel), what),
-                      LaunchShape{grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes}, stream, params,
-                      what);
+                      LaunchShape{grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes, overlaps},
+                      stream, params, what);
       },
       values);
+}
+
+// Queues kernel(args...) on `stream` (cuLaunchKernel).
+template <typename... Params, typename... Args>
+void launch_kernel(const char* what, void (*kernel)(Params...), dim3 grid, dim3 block, unsigned shared_bytes,
+                   void* stream, Args&&... args) {
+  launch_kernel_as(what, false, kernel, grid, block, shared_bytes, stream, std::forward<Args>(args)...);
+}
+
+// launch_kernel for a kernel that starts with wait_for_previous_grid(): it may be scheduled while the stream's
+// previous kernel finishes (programmatic dependent launch, cuLaunchKernelEx).
+template <typename... Params, typename... Args>
+void launch_overlapping_kernel(const char* what, void (*kernel)(Params...), dim3 grid, dim3 block,
+                               unsigned shared_bytes, void* stream, Args&&... args) {
+  launch_kernel_as(what, true, kernel, grid, block, shared_bytes, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace fs::cuda::kernels

@@ -1,6 +1,7 @@
 // Sum of the ranks' partials in rank order: one thread per element, plain adds (no reassociation, no contraction).
 #include <algorithm>
 
+#include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/launch.cuh"
 #include "backends/cuda/kernels/rank_sum_ops.h"
 
@@ -11,6 +12,7 @@ namespace {
 constexpr int kSumThreads = 256;
 
 __global__ void __launch_bounds__(kSumThreads) rank_sum_kernel(const float* gathered, int ranks, size_t n, float* out) {
+  wait_for_previous_grid();
   const size_t stride = size_t(gridDim.x) * kSumThreads;
   for (size_t i = size_t(blockIdx.x) * kSumThreads + threadIdx.x; i < n; i += stride) {
     float sum = gathered[i];
@@ -24,7 +26,7 @@ __global__ void __launch_bounds__(kSumThreads) rank_sum_kernel(const float* gath
 void rank_sum(const float* gathered, int ranks, std::size_t n, float* out, void* stream) {
   if (n == 0) return;
   const size_t blocks = std::min<size_t>((n + kSumThreads - 1) / kSumThreads, 4096);
-  launch_kernel("rank_sum", rank_sum_kernel, dim3(unsigned(blocks)), dim3(kSumThreads), 0, stream, gathered, ranks, n,
+  launch_overlapping_kernel("rank_sum", rank_sum_kernel, dim3(unsigned(blocks)), dim3(kSumThreads), 0, stream, gathered, ranks, n,
                 out);
 }
 

@@ -10,6 +10,7 @@ namespace {
 constexpr int kRowThreads = 256;
 
 __global__ void embedding_kernel(const uint16_t* table, const int32_t* ids, int dim, float* out) {
+  wait_for_previous_grid();
   const int r = blockIdx.x;
   const uint16_t* src = table + size_t(ids[r]) * dim;
   for (int d = threadIdx.x; d < dim; d += blockDim.x) out[size_t(r) * dim + d] = bf16_bits_to_f32(src[d]);
@@ -39,6 +40,7 @@ __device__ void store<uint16_t>(uint16_t* y, size_t i, float v) { y[i] = f32_to_
 template <typename Out>
 __global__ void __launch_bounds__(kRowThreads) rmsnorm_kernel(const float* x, const int32_t* gather,
                                                                 const float* weight, int dim, float eps, Out* y) {
+  wait_for_previous_grid();
   const int r = blockIdx.x;
   const float* xr = x + size_t(gather ? gather[r] : r) * dim;
   const float inv = 1.0f / sqrtf(block_sum_squares(xr, dim) / float(dim) + eps);
@@ -46,6 +48,7 @@ __global__ void __launch_bounds__(kRowThreads) rmsnorm_kernel(const float* x, co
 }
 
 __global__ void swiglu_kernel(const float* gu, int ffn, uint16_t* out) {
+  wait_for_previous_grid();
   const int r = blockIdx.y;
   const int f = blockIdx.x * blockDim.x + threadIdx.x;
   if (f >= ffn) return;
@@ -57,27 +60,27 @@ __global__ void swiglu_kernel(const float* gu, int ffn, uint16_t* out) {
 
 void embedding(const uint16_t* table, const int32_t* ids, int rows, int dim, float* out, void* stream) {
   if (rows == 0) return;
-  launch_kernel("embedding", embedding_kernel, dim3(rows), dim3(kRowThreads), 0, stream, table, ids, dim, out);
+  launch_overlapping_kernel("embedding", embedding_kernel, dim3(rows), dim3(kRowThreads), 0, stream, table, ids, dim, out);
 }
 
 void rmsnorm_bf16(const float* x, const int32_t* gather, const float* weight, int rows, int dim, float eps,
                   uint16_t* y, void* stream) {
   if (rows == 0) return;
-  launch_kernel("rmsnorm", rmsnorm_kernel<uint16_t>, dim3(rows), dim3(kRowThreads), 0, stream, x, gather, weight, dim,
+  launch_overlapping_kernel("rmsnorm", rmsnorm_kernel<uint16_t>, dim3(rows), dim3(kRowThreads), 0, stream, x, gather, weight, dim,
                 eps, y);
 }
 
 void rmsnorm_f32(const float* x, const int32_t* gather, const float* weight, int rows, int dim, float eps, float* y,
                  void* stream) {
   if (rows == 0) return;
-  launch_kernel("rmsnorm", rmsnorm_kernel<float>, dim3(rows), dim3(kRowThreads), 0, stream, x, gather, weight, dim, eps,
+  launch_overlapping_kernel("rmsnorm", rmsnorm_kernel<float>, dim3(rows), dim3(kRowThreads), 0, stream, x, gather, weight, dim, eps,
                 y);
 }
 
 void swiglu(const float* gu, int rows, int ffn, uint16_t* out, void* stream) {
   if (rows == 0) return;
   dim3 grid((ffn + kRowThreads - 1) / kRowThreads, rows);
-  launch_kernel("swiglu", swiglu_kernel, grid, dim3(kRowThreads), 0, stream, gu, ffn, out);
+  launch_overlapping_kernel("swiglu", swiglu_kernel, grid, dim3(kRowThreads), 0, stream, gu, ffn, out);
 }
 
 }  // namespace fs::cuda::kernels

@@ -13,6 +13,7 @@ constexpr int kThreads = 256;
 
 __global__ void embedding_slice_kernel(const uint16_t* table, const int32_t* ids, int dim, int vocab_begin,
                                        int vocab_rows, float* out) {
+  wait_for_previous_grid();
   const int r = blockIdx.x, id = ids[r] - vocab_begin;
   const bool mine = id >= 0 && id < vocab_rows;
   for (int d = threadIdx.x; d < dim; d += blockDim.x)
@@ -20,11 +21,13 @@ __global__ void embedding_slice_kernel(const uint16_t* table, const int32_t* ids
 }
 
 __global__ void add_kernel(float* x, const float* y, size_t n) {
+  wait_for_previous_grid();
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     x[i] += y[i];
 }
 
 __global__ void interleave_kernel(const float* gathered, int ranks, int rows, int slice, float* logits) {
+  wait_for_previous_grid();
   const int row = blockIdx.x, rank = blockIdx.y;
   const float* src = gathered + (size_t(rank) * rows + row) * slice;
   float* dst = logits + size_t(row) * ranks * slice + size_t(rank) * slice;
@@ -38,18 +41,18 @@ unsigned blocks_for(size_t n) { return unsigned(std::min<size_t>((n + kThreads -
 void embedding_slice(const uint16_t* table, const int32_t* ids, int rows, int dim, int vocab_begin, int vocab_rows,
                      float* out, void* stream) {
   if (rows == 0) return;
-  launch_kernel("embedding_slice", embedding_slice_kernel, dim3(rows), dim3(kThreads), 0, stream, table, ids, dim,
+  launch_overlapping_kernel("embedding_slice", embedding_slice_kernel, dim3(rows), dim3(kThreads), 0, stream, table, ids, dim,
                 vocab_begin, vocab_rows, out);
 }
 
 void add_in_place(float* x, const float* y, size_t n, void* stream) {
   if (n == 0) return;
-  launch_kernel("add_in_place", add_kernel, dim3(blocks_for(n)), dim3(kThreads), 0, stream, x, y, n);
+  launch_overlapping_kernel("add_in_place", add_kernel, dim3(blocks_for(n)), dim3(kThreads), 0, stream, x, y, n);
 }
 
 void interleave_slices(const float* gathered, int ranks, int rows, int slice, float* logits, void* stream) {
   if (rows == 0) return;
-  launch_kernel("interleave_slices", interleave_kernel, dim3(rows, ranks), dim3(kThreads), 0, stream, gathered,
+  launch_overlapping_kernel("interleave_slices", interleave_kernel, dim3(rows, ranks), dim3(kThreads), 0, stream, gathered,
                 ranks, rows, slice, logits);
 }
 
