@@ -24,8 +24,10 @@ FS_AVX512 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
 inline float to_f32(uint16_t v) { return bf16_to_f32(v); }
 inline float to_f32(float v) { return v; }
 
-// How far ahead in the packed weights a tile of several input rows fetches (bytes): panels lie one after another.
+// How far ahead in the packed weights a tile of kFetchRows or more input rows fetches (bytes): panels lie one after
+// another. Tiles of fewer rows keep up with the hardware's own prefetch and only lose by fetching.
 constexpr int kFetchAhead = 4096;
+constexpr int kFetchRows = 3;
 
 // Where the weights of one panel of `rows` packed rows lie (the layout pack_panel writes).
 template <class W>
@@ -51,7 +53,7 @@ FS_AVX512 void tile(const float* x, const Panel<W>& p, int b0, float* y, size_t 
   for (int k = 0; k < body; k += 16) {
     __m512 xv[R];
     for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(x + size_t(r) * size_t(K) + k);
-    if (R > 1 && b0 == 0) {  // the panel's first tile fetches for the others too
+    if (R >= kFetchRows && b0 == 0) {  // the panel's first tile fetches for the others too
       const char* ahead = reinterpret_cast<const char*>(p.block(0, k)) + kFetchAhead;
       for (int j = 0; j < p.rows * 16 * int(sizeof(W)); j += 64) _mm_prefetch(ahead + j, _MM_HINT_T0);
     }
