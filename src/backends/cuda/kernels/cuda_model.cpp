@@ -618,7 +618,8 @@ class CudaModel final : public Model {
   }
 
   // Replays the bucket's graph; its first round runs eagerly (loading kernels, setting their attributes) and is then
-  // captured. A failed capture turns graphs off for this model.
+  // captured. A failed capture turns graphs off for this model; under tensor parallelism it is an error instead, as
+  // a rank alone without graphs would issue other collectives than its peers.
   void launch_decode(int bucket, const Scratch& s, const cuda::MetaLayout& L, cuda::CUstream st) {
     auto& graph = graphs_[size_t(cuda::decode_bucket_index(bucket))];
     if (graph) {
@@ -632,6 +633,9 @@ class CudaModel final : public Model {
       graph = std::make_unique<cuda::CapturedGraph>(
           st, [&] { enqueue(s, L, bucket, bucket, true, nullptr, nullptr, bucket, nullptr, st); });
     } catch (const std::exception& e) {
+      if (parallel())
+        throw Error("CUDA graph capture failed on tensor-parallel rank " + std::to_string(where_.rank) + " (" +
+                    e.what() + "); set FOLDSERVE_CUDA_GRAPHS=0 to run every rank without graphs");
       std::fprintf(stderr, "foldserve: CUDA graph capture failed (%s); decode rounds run without graphs\n", e.what());
       graphs_on_ = false;
     }
