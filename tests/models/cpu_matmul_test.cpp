@@ -2,6 +2,7 @@
 // weights, for every shape, dtype and row count, and a row's result never depends on the rows beside it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
