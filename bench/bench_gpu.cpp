@@ -3,7 +3,9 @@
 // Usage: bench_gpu CHECKPOINT [--decode N] [--prefill N] [--stream-prompt N] [--reply N] [--max-streams N]
 //        bench_gpu --make-like NAME [--layers N] OUT   (writes the random checkpoint first, then measures it)
 //        bench_gpu --synthetic NAME [--layers N]   (a preset's shape with random weights made on the device)
-//        --tensor-parallel N   the model split over GPUs 0..N-1 (figures per GPU: weights, floor)
+//        --tensor-parallel N   the model split over GPUs 0..N-1 (figures per GPU: weights, floor), then one batch-1
+//                              decode step's all-reduces timed, the whole model's step on GPU 0 and the TP step
+//                              against its limit (TP = 1 step / N + the all-reduces)
 //        --gemm-rows 1,16,64|none   row counts of the GEMM table
 //        bench_gpu --gemm-only [--gemm-rows ...]   the copy bandwidth and the GEMM table alone (no checkpoint)
 #include <algorithm>
@@ -26,11 +28,15 @@
 #include "models/checkpoint_maker.h"
 #include "models/kv_pool.h"
 #include "models/model.h"
+#include "models/model_program.h"
+#include "models/tensor_parallel_plan.h"
 
 #ifdef FOLDSERVE_WITH_CUDA
+#include "allreduce_timing.h"
 #include "backends/cuda/host/check.h"
 #include "backends/cuda/host/device.h"
 #include "backends/cuda/host/device_arena.h"
+#include "backends/cuda/host/round_collectives.h"
 #include "backends/cuda/host/stream.h"
 #include "backends/cuda/kernels/cuda_model.h"
 #include "backends/cuda/kernels/tensor_parallel_model.h"
@@ -177,6 +183,125 @@ void verify_windows(Model& model, std::mt19937& rng) {
   }
 }
 
+// Batch-1 greedy decode by direct forward calls: a 32-token prompt from `rng`, 8 warm-up steps, then `steps` timed
+// ones; seconds per timed step and the sha256 of every id.
+struct Batch1Decode {
+  double step_seconds = 0;
+  std::string sha;
+};
+
+Batch1Decode batch1_decode(Model& model, std::mt19937& rng, int steps) {
+  Direct d(model, 64 + steps + 16);
+  auto ids = random_ids(rng, 32, model.config().vocab_size);
+  auto logits = d.run(ids, 0);
+  int pos = int(ids.size());
+  Sha256 sha;
+  Clock::time_point s;
+  for (int i = 0; i < steps + 8; ++i) {
+    if (i == 8) s = Clock::now();  // the first steps warm up
+    int32_t id = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    sha.update(&id, sizeof id);
+    logits = d.run({id}, pos++);
+  }
+  return {seconds_since(s) / steps, Sha256::hex(sha.finish())};
+}
+
+// The model over GPUs 0 .. ranks − 1 (the whole model on GPU 0 when ranks is 1): weights from the checkpoint, or
+// made on the devices from `spread` when there is no checkpoint.
+std::unique_ptr<Model> make_model(const ModelConfig& config, std::shared_ptr<Checkpoint> checkpoint,
+                                  const cuda::SyntheticSpread* spread, int ranks) {
+  if (ranks > 1) return create_tensor_parallel_model(config, std::move(checkpoint), ranks, spread);
+  return checkpoint ? create_cuda_model(config, std::move(checkpoint)) : create_synthetic_cuda_model(config, *spread);
+}
+
+// The (preset's or checkpoint's) model measured at TP = N, and the batch-1 step it took.
+struct TensorParallelRun {
+  const ModelConfig& config;
+  std::shared_ptr<Checkpoint> checkpoint;  // null with synthetic weights
+  const cuda::SyntheticSpread* spread;     // null with a checkpoint
+  int ranks;
+  double step_seconds;
+  std::mt19937 decode_rng;  // as the TP batch-1 decode found it, so TP = 1 decodes the same prompt
+  int decode_steps;
+};
+
+// The all-reduces of one batch-1 decode round on a rank, as the CUDA runner issues them (round_collectives): their
+// number, the f32 of each, and the f32 each rank sends in the head's all-gather.
+struct DecodeAllReduces {
+  int messages = 0;
+  size_t floats = 0;
+  size_t head_gather_floats = 0;
+};
+
+DecodeAllReduces decode_all_reduces(const TensorParallelRun& run) {
+  const ModelProgram program = model_program(run.config, run.checkpoint.get());
+  const ModelProgram rank0 = shard_program(program, tensor_parallel_plan(program, run.ranks), 0);
+  const cuda::RoundShape one_row{int(rank0.layers.size()), run.config.hidden_size, 1, 1, rank0.head.rows()};
+  DecodeAllReduces out;
+  for (const cuda::RoundCollective& c : cuda::round_collectives(one_row)) {
+    if (c.gather) {
+      out.head_gather_floats += c.count;
+      continue;
+    }
+    if (out.messages > 0 && c.count != out.floats)
+      throw Error("the all-reduce timing takes messages of one size, and " + cuda::describe(c) + " differs from " +
+                  std::to_string(out.floats) + " floats");
+    out.floats = c.count;
+    ++out.messages;
+  }
+  return out;
+}
+
+// The whole model's batch-1 decode on GPU 0 (the same prompt as the TP run), or why it was not measured: the runner
+// refuses a model that does not fit the GPU's free memory, naming the numbers.
+struct WholeModelStep {
+  std::optional<Batch1Decode> decode;
+  std::string why_not;
+};
+
+WholeModelStep whole_model_step(const TensorParallelRun& run) {
+  std::mt19937 rng = run.decode_rng;
+  try {
+    auto model = make_model(run.config, run.checkpoint, run.spread, 1);
+    return {batch1_decode(*model, rng, run.decode_steps), ""};
+  } catch (const Error& e) {
+    return {std::nullopt, e.what()};
+  }
+}
+
+constexpr int kAllReduceSteps = 200;
+
+// Batch-1 decode at TP = N against its limit, TP = 1 step / N + the step's all-reduces (fixed-order, replayed from a
+// CUDA graph), each measured in this run; the head's all-gather is not timed.
+void report_tensor_parallel_limit(const TensorParallelRun& run) {
+  const DecodeAllReduces plan = decode_all_reduces(run);
+  const AllReduceStepSeconds all_reduce =
+      fixed_order_step_seconds(run.ranks, plan.floats, plan.messages, kAllReduceSteps);
+  std::printf("tensor parallel %d, one batch-1 decode step's all-reduces (round_collectives: the embedding's, then "
+              "one after each layer's mixer and FFN): %d messages of %zu f32, fixed-order, %d steps: %.3f ms "
+              "replayed from a CUDA graph, %.3f ms eager; the head's all-gather (%zu f32 per GPU) not timed\n",
+              run.ranks, plan.messages, plan.floats, kAllReduceSteps, all_reduce.graph * 1e3, all_reduce.eager * 1e3,
+              plan.head_gather_floats);
+  std::fflush(stdout);
+  const WholeModelStep whole = whole_model_step(run);
+  const double tp_ms = run.step_seconds * 1e3, all_reduce_ms = all_reduce.graph * 1e3;
+  if (!whole.decode) {
+    std::printf("tensor parallel 1 (the whole model on GPU 0): not measured (%s)\n", whole.why_not.c_str());
+    std::printf("tensor parallel %d: step %.2f ms; no limit without the TP = 1 step; all-reduce %.2f ms (%d messages "
+                "of %zu f32, graph)\n",
+                run.ranks, tp_ms, all_reduce_ms, plan.messages, plan.floats);
+    return;
+  }
+  const double tp1_ms = whole.decode->step_seconds * 1e3, limit_ms = tp1_ms / run.ranks + all_reduce_ms;
+  std::printf("tensor parallel 1 (the whole model on GPU 0): batch-1 decode %.1f tok/s (%.2f ms/token); "
+              "token_sha256 %s\n",
+              1e3 / tp1_ms, tp1_ms, whole.decode->sha.c_str());
+  std::printf("tensor parallel %d: step %.2f ms; limit %.2f ms = TP1 step %.2f ms / %d + all-reduce %.2f ms (%d "
+              "messages of %zu f32, graph); %.2fx the limit\n",
+              run.ranks, tp_ms, limit_ms, tp1_ms, run.ranks, all_reduce_ms, plan.messages, plan.floats,
+              tp_ms / limit_ms);
+}
+
 // The preset's text model (with `layers` layers when > 0; a tower is not made) and, per tensor name, the spread
 // make-checkpoint gives it.
 struct Synthetic {
@@ -319,16 +444,16 @@ int bench(int argc, char** argv) {
   if (gemm_only) return 0;
   auto t = Clock::now();
   ModelConfig config;
-  std::unique_ptr<Model> model;
+  std::shared_ptr<Checkpoint> checkpoint;
+  const cuda::SyntheticSpread* spread = nullptr;
   if (synthetic.empty()) {
     config = load_model_config(dir);
-    model = tp > 1 ? create_tensor_parallel_model(config, Checkpoint::open(dir), tp)
-                   : create_cuda_model(config, Checkpoint::open(dir));
+    checkpoint = Checkpoint::open(dir);
   } else {
     config = made->config;
-    model = tp > 1 ? create_tensor_parallel_model(config, nullptr, tp, &made->spread)
-                   : create_synthetic_cuda_model(config, made->spread);
+    spread = &made->spread;
   }
+  std::unique_ptr<Model> model = make_model(config, checkpoint, spread, tp);
   std::string source = synthetic.empty() ? "loaded from " + dir
                                          : "like " + synthetic + ", synthetic weights made on the device";
   if (tp > 1) source += ", split over " + std::to_string(tp) + " GPUs (weights per GPU)";
@@ -348,24 +473,14 @@ int bench(int argc, char** argv) {
     std::sort(times.begin(), times.end());
     std::printf("prefill %d tokens: %.1f ms, %.0f tok/s\n", prefill, times[1] * 1e3, prefill / times[1]);
   }
+  const std::mt19937 before_decode = rng;
+  const Batch1Decode step = batch1_decode(*model, rng, decode);
   {
-    Direct d(*model, 64 + decode + 16);
-    auto ids = random_ids(rng, 32, config.vocab_size);
-    auto logits = d.run(ids, 0);
-    int pos = int(ids.size());
-    Sha256 sha;
-    Clock::time_point s;
-    for (int i = 0; i < decode + 8; ++i) {
-      if (i == 8) s = Clock::now();  // the first steps warm up
-      int32_t id = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      sha.update(&id, sizeof id);
-      logits = d.run({id}, pos++);
-    }
-    const double rate = decode / seconds_since(s);
+    const double rate = 1.0 / step.step_seconds;
     const double floor_rate = bw / double(model->weight_bytes());
     std::printf("batch-1 decode: %.1f tok/s; floor %.1f tok/s (weight bytes / copy rate); fraction %.2f; "
                 "token_sha256 %s\n",
-                rate, floor_rate, rate / floor_rate, Sha256::hex(sha.finish()).c_str());
+                rate, floor_rate, rate / floor_rate, step.sha.c_str());
   }
   if (model->memory_spec().has_state())
     std::printf("verify windows: skipped (a recurrent model verifies through state snapshots)\n");
@@ -379,6 +494,10 @@ int bench(int argc, char** argv) {
     EngineRun r = engine_run(*model, n, stream_prompt, reply);
     std::printf("%8d %14.1f %14.1f  %s\n", n, r.decode_rate, r.whole_rate, r.sha.c_str());
     std::fflush(stdout);
+  }
+  if (tp > 1) {
+    model.reset();  // the TP model's memory back before the all-reduce buffers and the whole model
+    report_tensor_parallel_limit({config, checkpoint, spread, tp, step.step_seconds, before_decode, decode});
   }
   return 0;
 }
