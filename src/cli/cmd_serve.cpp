@@ -80,7 +80,7 @@ void print_vision_lines(const LoadedModel& m) {
 
 // A model on the host: the KV pool sized from RAM (eo.kv_pages 0) and everything checked against `available`.
 void budget_ram(const LoadedModel& m, EngineOptions& eo, size_t available) {
-  size_t weights = m.model->weight_bytes();
+  size_t weights = m.model->resident_weight_bytes();
   if (m.vision_encoder) {
     const vision::VisionEncoderStats vs = m.vision_encoder->stats();
     weights += vs.host_weight_bytes + vs.pinned_stage_bytes;

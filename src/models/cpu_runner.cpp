@@ -66,7 +66,7 @@ class CpuRunner final : public Model {
       L.mlp = {load_one(k, lp.mlp.gate), load_one(k, lp.mlp.up), load_one(k, lp.mlp.down)};
       layers_.push_back(std::move(L));
     }
-    cpu::pack_for_matmul(matmul_weights());
+    packed_bytes_ = cpu::pack_for_matmul(matmul_weights());
   }
 
   const ModelConfig& config() const override { return config_; }
@@ -79,6 +79,7 @@ class CpuRunner final : public Model {
     for (const auto& L : layers_) n += L.bytes();
     return n;
   }
+  size_t resident_weight_bytes() const override { return weight_bytes() + packed_bytes_; }
 
   std::vector<float> forward(std::span<const SequenceChunk> chunks, KvPool& pool) override {
     return run(chunks, pool, nullptr);
@@ -218,6 +219,7 @@ class CpuRunner final : public Model {
   std::shared_ptr<Checkpoint> ck_;
   DecoderEnds ends_;
   std::vector<CpuLayer> layers_;
+  size_t packed_bytes_ = 0;  // the matmul's packed copy of the weights (cpu::pack_for_matmul)
 };
 
 }  // namespace

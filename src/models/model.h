@@ -91,6 +91,8 @@ class Model {
   virtual SampledForward forward_sampled(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
                                          KvPool& pool);
   virtual size_t weight_bytes() const = 0;
+  // Bytes the weights keep in memory: weight_bytes plus any copy a backend makes in another layout.
+  virtual size_t resident_weight_bytes() const { return weight_bytes(); }
   // Which layers keep K/V pages and what recurrent state one sequence carries.
   virtual SequenceMemorySpec memory_spec() const;
   // Whether K/V live in the pool's host storage (CPU) or in the backend's own memory, indexed by the same pages.

@@ -85,12 +85,14 @@ TEST(CpuMatmul, PackingKeepsResultBitsAndSharesCopies) {
   WeightMatrix a_twin = a.w;  // the same weights twice, as a tied head
   std::vector<WeightMatrix> plain{a.w, b.w};
   std::vector<WeightMatrix*> all{&a.w, &b.w, &a_twin};
-  pack_for_matmul(all);
+  const size_t block = pack_for_matmul(all);
   if (avx512_available()) {
     ASSERT_TRUE(a.w.packed && b.w.packed);
     EXPECT_EQ(a.w.packed.get(), a_twin.packed.get());
+    EXPECT_GE(block, a.w.bytes() + b.w.bytes());  // the block it reports holds one copy of each distinct matrix
   } else {
     EXPECT_FALSE(a.w.packed || b.w.packed);
+    EXPECT_EQ(block, 0u);
   }
   const std::vector<float> bias = random_inputs(1, 70, 9);
   for (int rows : {1, 4, 9}) {

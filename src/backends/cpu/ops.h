@@ -13,8 +13,9 @@ namespace fs::cpu {
 // y[m, n] = sum_k x[m, k] · w[n, k] (+ bias[n]) for m < rows; threads split the n range.
 void matmul(const float* x, int rows, const WeightMatrix& w, const float* bias, float* y);
 // Where this CPU runs AVX-512, gives each matrix a copy of its weights in the layout the AVX-512 matmul reads (one
-// copy for matrices of the same weights), all in one block of huge pages; matmul results keep their bits.
-void pack_for_matmul(std::span<WeightMatrix* const> matrices);
+// copy for matrices of the same weights), all in one block of huge pages; matmul results keep their bits. Returns the
+// block's bytes (0 without AVX-512).
+size_t pack_for_matmul(std::span<WeightMatrix* const> matrices);
 // y = x / sqrt(mean(x²) + eps) · weight, over `rows` vectors of `dim`.
 void rmsnorm(const float* x, const float* weight, int rows, int dim, float eps, float* y);
 // out[i] = silu(gate[i]) · up[i].

@@ -23,8 +23,8 @@ bool same_weights(const WeightMatrix& a, const WeightMatrix& b) {
 
 }  // namespace
 
-void pack_for_matmul(std::span<WeightMatrix* const> matrices) {
-  if (!avx512_available()) return;
+size_t pack_for_matmul(std::span<WeightMatrix* const> matrices) {
+  if (!avx512_available()) return 0;
   std::vector<WeightMatrix*> distinct;  // the first matrix of each weights not packed yet
   std::vector<size_t> offsets;
   size_t total = 0;
@@ -36,7 +36,7 @@ void pack_for_matmul(std::span<WeightMatrix* const> matrices) {
     offsets.push_back(total);
     total += round_up(w->bytes(), kAlign);
   }
-  if (distinct.empty()) return;
+  if (distinct.empty()) return 0;
   const size_t size = round_up(total, kHugePage);
   void* mem = std::aligned_alloc(kHugePage, size);
   if (!mem) throw std::bad_alloc();
@@ -49,6 +49,7 @@ void pack_for_matmul(std::span<WeightMatrix* const> matrices) {
   for (WeightMatrix* w : matrices)
     for (const WeightMatrix* d : distinct)
       if (!w->packed && same_weights(*d, *w)) w->packed = d->packed;
+  return size;
 }
 
 }  // namespace fs::cpu
