@@ -34,13 +34,14 @@ struct Run {
 
 // `streams` requests over the prompts in turn, all submitted at once; greedy, no eos so every reply has max_tokens.
 Run run(fs::Model& model, const std::vector<std::vector<int32_t>>& prompts, int streams, int max_tokens,
-        std::shared_ptr<fs::Drafter> drafter, int draft_tokens, int draft_tree) {
+        std::shared_ptr<fs::Drafter> drafter, int draft_tokens, int draft_tree, int round_rows) {
   fs::EngineOptions o;
   o.parallel = streams;
   o.context = 1024;
   o.drafter = std::move(drafter);
   o.draft_tokens = draft_tokens;
   o.draft_tree = draft_tree;
+  o.draft_round_rows = round_rows;
   fs::Engine engine(model, o);
   std::vector<std::vector<int32_t>> replies(static_cast<size_t>(streams));
   std::vector<std::promise<void>> done(static_cast<size_t>(streams));
@@ -95,21 +96,22 @@ double window_seconds(fs::Model& model, int rows, int reps) {
 int bench(int argc, char** argv) {
   std::vector<std::string> argv_s(argv + 1, argv + argc);
   const std::string shared = std::string(FOLDSERVE_SOURCE_DIR) + "/../shared";
-  fs::cli::Args args(argv_s, {"model", "drafter", "cases", "max-tokens", "draft-tokens", "draft-tree", "threads", "reps"}, {});
+  fs::cli::Args args(argv_s, {"model", "drafter", "cases", "max-tokens", "draft-tokens", "draft-tree", "draft-round-rows", "threads", "reps"}, {});
   if (auto t = args.get("threads")) setenv("FOLDSERVE_THREADS", t->c_str(), 1);
   auto target = fs::load_model(args.get_or("model", shared + "/models/fortune-demo"), {}, "cpu");
   const std::string drafter_dir = args.get_or("drafter", shared + "/models/fortune-draft");
   const int max_tokens = int(args.get_int("max-tokens", 128));
   const int k = int(args.get_int("draft-tokens", fs::EngineOptions{}.draft_tokens));
   const int w = int(args.get_int("draft-tree", 2));
+  const int round_rows = int(args.get_int("draft-round-rows", target->model->cheap_round_rows()));
   std::vector<std::vector<int32_t>> prompts;
   const auto cases = fs::read_json_file(args.get_or("cases", shared + "/reference/fortune-demo/cases.json"));
   for (const auto& c : cases["cases"]) prompts.push_back(c["ids"].get<std::vector<int32_t>>());
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
   std::printf("load average %.2f %.2f %.2f\n", load[0], load[1], load[2]);
-  std::printf("target %s  drafter %s  threads %d  max_tokens %d  draft_tokens %d  draft_tree %d%s\n",
-              target->name.c_str(), drafter_dir.c_str(), fs::ThreadPool::global().size(), max_tokens, k, w,
+  std::printf("target %s  drafter %s  threads %d  max_tokens %d  draft_tokens %d  draft_tree %d  draft_round_rows %d%s\n",
+              target->name.c_str(), drafter_dir.c_str(), fs::ThreadPool::global().size(), max_tokens, k, w, round_rows,
               target->model->supports_row_parents() ? "" : " (the target has no row parents: trees run as chains)");
   const int reps = int(args.get_int("reps", 5));
   auto draft_model = fs::load_model(drafter_dir, {}, "cpu");
@@ -126,7 +128,7 @@ int bench(int argc, char** argv) {
   for (size_t i = 2; i < windows.size(); ++i)
     std::printf("target %s window of %2d rows: %.2f x a one-row step\n", i + 2 < windows.size() ? "verify" : "tree",
                 windows[i].second, cost[i] / one_row);
-  run(*target->model, prompts, 1, 16, nullptr, k, 1);  // warm-up
+  run(*target->model, prompts, 1, 16, nullptr, k, 1, round_rows);  // warm-up
   // Configurations interleaved `reps` times, best of each: the machine's other load hits them alike.
   for (int streams : {1, 4}) {
     struct Kind {
@@ -139,7 +141,7 @@ int bench(int argc, char** argv) {
       for (size_t c = 0; c < kinds.size(); ++c) {
         const Kind& kind = kinds[c];
         auto drafter = kind.drafter.empty() ? nullptr : fs::load_drafter(kind.drafter, *target, streams, 1024);
-        Run x = run(*target->model, prompts, streams, max_tokens, drafter, k, kind.tree);
+        Run x = run(*target->model, prompts, streams, max_tokens, drafter, k, kind.tree, round_rows);
         if (r == 0 || x.seconds < best[c].seconds) best[c] = x;
       }
     const Run& base = best[0];

@@ -88,6 +88,9 @@ struct EngineOptions {
   // Tree verification: the drafter's W choices per depth (Drafter::propose_trees), verified as one tree of rows
   // whose longest accepted path is kept; 1 → chains. Models without row parents draft chains.
   int draft_tree = 1;
+  // Most rows a round may hold once drafted rows are added: streams draft in order while the round stays within it,
+  // so drafting fills only rows that cost little beside the round's own (0 → no cap).
+  int draft_round_rows = 0;
 };
 
 // Pages of the KV pool `options` asks for.
@@ -159,8 +162,10 @@ class Engine {
   // Samples (or takes the model's pick) the stream's next token and delivers it: eos, on_token, max_tokens and the
   // context end the stream here. Returns the token chosen (-1 when none could be).
   int32_t accept_token(Stream& s, int32_t picked, std::span<float> logits);
-  // Asks the drafter for every eligible decoding stream's draft (Stream::draft).
+  // Asks the drafter for every eligible decoding stream's draft (Stream::draft), within draft_round_rows.
   void draft(const std::vector<Stream*>& order);
+  // Rows the round would hold without drafts: one per decoding stream, a prefill chunk per computing one.
+  int undrafted_round_rows(const std::vector<Stream*>& order) const;
   // Draft tokens the stream may verify this round: none when it may not draft, else at most what its max_tokens and
   // positions leave after the pending row.
   int draft_allowance(const Stream& s) const;

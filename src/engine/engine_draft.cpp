@@ -2,6 +2,7 @@
 // token through the same accept_token as undrafted rows, so a reply is the same bits with or without a drafter.
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 
 #include "engine/drafters/drafter.h"
 #include "engine/engine.h"
@@ -37,13 +38,23 @@ void Engine::fit_tree(DraftTree& t, int32_t vocab, int depth, int nodes) {
   t.parents.resize(n);
 }
 
+int Engine::undrafted_round_rows(const std::vector<Stream*>& order) const {
+  long long rows = 0;
+  for (const Stream* s : order) rows += decoding(*s) ? 1 : std::min(s->pending(), options_.prefill_chunk);
+  return int(std::min<long long>(rows, options_.round_tokens));
+}
+
 void Engine::draft(const std::vector<Stream*>& order) {
   std::vector<DraftRequest> requests;
   std::vector<Stream*> asking;
+  // Drafted rows the round may still take under draft_round_rows.
+  const int cap = options_.draft_round_rows;
+  int room = cap > 0 ? std::max(0, cap - undrafted_round_rows(order)) : std::numeric_limits<int>::max();
   for (Stream* s : order) {
     s->drop_draft();
-    const int k = draft_allowance(*s);
+    const int k = std::min(draft_allowance(*s), room);
     if (k <= 0) continue;
+    room -= k;
     requests.push_back({s->id, s->tokens, k, options_.draft_tree});
     asking.push_back(s);
   }

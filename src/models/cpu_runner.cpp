@@ -73,6 +73,8 @@ class CpuRunner final : public Model {
   SequenceMemorySpec memory_spec() const override { return program_.memory; }
   // Tree rows attend along their parents; recurrent layers run rows in order and have no parents.
   bool supports_row_parents() const override { return !program_.memory.has_state(); }
+  // Rows whose matmul tiles share weight loads at a price drafting still repays (docs/speculative.md).
+  int cheap_round_rows() const override { return 4; }
 
   size_t weight_bytes() const override {
     size_t n = ends_.bytes();

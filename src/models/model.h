@@ -87,6 +87,8 @@ class Model {
   virtual bool samples_on_device() const { return false; }
   // Whether forward() honours SequenceChunk::row_parents (tree verification); false → the engine drafts chains.
   virtual bool supports_row_parents() const { return false; }
+  // Rows a forward pass runs for little more than the price of one: speculative drafting fills rounds up to it.
+  virtual int cheap_round_rows() const { return 1; }
   // forward() with one RowSampling per logit row; the default returns every row's logits (ids all -1).
   virtual SampledForward forward_sampled(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
                                          KvPool& pool);

@@ -119,6 +119,41 @@ TEST_F(Speculative, NgramEqualsUndraftedAloneAndAmongEight) {
   }
 }
 
+// Passes proposals through from another drafter and keeps, per call, the rows the drafting streams ask for.
+class RowCountingDrafter final : public Drafter {
+ public:
+  explicit RowCountingDrafter(std::shared_ptr<Drafter> inner) : inner_(std::move(inner)) {}
+  const char* name() const override { return inner_->name(); }
+  std::vector<std::vector<int32_t>> propose(std::span<const DraftRequest> requests) override {
+    int rows = 0;
+    for (const DraftRequest& r : requests) rows += 1 + r.max_tokens;
+    most_rows = std::max(most_rows, rows);
+    return inner_->propose(requests);
+  }
+  void forget(uint64_t stream) override { inner_->forget(stream); }
+  int most_rows = 0;  // the most rows (pending ones and drafts) of one call's streams
+
+ private:
+  std::shared_ptr<Drafter> inner_;
+};
+
+// A round holds at most draft_round_rows rows once drafts are added: with 4 streams decoding a cap of 6 leaves 2
+// drafted rows, where 4 × (1 + 4) would be asked without it; replies stay the undrafted ones.
+TEST_F(Speculative, DraftRoundRowsCapsTheRowsARoundDrafts) {
+  const auto reqs = mixed_requests();
+  for (int cap : {0, 6}) {
+    SCOPED_TRACE("draft_round_rows " + std::to_string(cap));
+    auto counting = std::make_shared<RowCountingDrafter>(drafter);
+    EngineOptions o;
+    o.draft_round_rows = cap;
+    auto got = run_drafted(reqs, counting, 4, o);
+    expect_equal_to_solo(reqs, got);
+    EXPECT_GT(stats.drafted_tokens, 0u);
+    if (cap > 0) EXPECT_LE(counting->most_rows, cap);
+    else EXPECT_EQ(counting->most_rows, 4 * (1 + 4));
+  }
+}
+
 TEST_F(Speculative, StopsAndLimitsInsideAWindowEndTheReplyWhereUndraftedDoes) {
   for (int max_tokens : {1, 2, 5, 7}) {
     SCOPED_TRACE("max_tokens " + std::to_string(max_tokens));

@@ -61,7 +61,9 @@ TEST(SpeculativeE2E, DraftedRepliesEqualUndraftedOnesAloneAndEightAtOnce) {
        {std::vector<std::string>{"--drafter", (shared / "models/fortune-draft").string()},
         std::vector<std::string>{"--draft", "ngram", "--draft-tokens", "4"}}) {
     SCOPED_TRACE(flags[1]);
-    std::vector<std::string> args = {"--parallel", "8", "--context", "512", "--request-log", log.string()};
+    // No cap on a round's rows, so the eight concurrent requests draft too.
+    std::vector<std::string> args = {"--parallel", "8", "--context", "512", "--draft-round-rows", "0"};
+    args.insert(args.end(), {"--request-log", log.string()});
     args.insert(args.end(), flags.begin(), flags.end());
     ServerProcess server(args);
     ASSERT_TRUE(server.ready()) << server.stderr_text();

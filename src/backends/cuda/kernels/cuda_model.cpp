@@ -164,6 +164,8 @@ class CudaModel final : public Model {
   }
 
   bool samples_on_device() const override { return config_.vocab_size <= k::kMaxSampleVocab; }
+  // The few-row GEMMs stream each weight once for up to this many rows.
+  int cheap_round_rows() const override { return 16; }
 
   SampledForward forward_sampled(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
                                  KvPool& pool) override {

@@ -59,6 +59,7 @@ class TensorParallelModel final : public Model {
   const char* device_name() const override { return "cuda"; }
   bool kv_on_host() const override { return false; }
   bool samples_on_device() const override { return first().samples_on_device(); }
+  int cheap_round_rows() const override { return first().cheap_round_rows(); }
   // Per GPU: a rank's weights, page bytes and scratch; the least free memory of any rank.
   size_t weight_bytes() const override { return first().weight_bytes(); }
   size_t kv_page_bytes(int page_tokens) const override { return first().kv_page_bytes(page_tokens); }
