@@ -47,16 +47,19 @@ int Engine::undrafted_round_rows(const std::vector<Stream*>& order) const {
 void Engine::draft(const std::vector<Stream*>& order) {
   std::vector<DraftRequest> requests;
   std::vector<Stream*> asking;
+  std::vector<int> nodes;  // per asking stream: the most drafted rows (tree nodes) it may verify
   // Drafted rows the round may still take under draft_round_rows.
-  const int cap = options_.draft_round_rows;
+  const int cap = options_.draft_round_rows, width = std::max(1, options_.draft_tree);
   int room = cap > 0 ? std::max(0, cap - undrafted_round_rows(order)) : std::numeric_limits<int>::max();
   for (Stream* s : order) {
     s->drop_draft();
-    const int k = std::min(draft_allowance(*s), room);
-    if (k <= 0) continue;
-    room -= k;
-    requests.push_back({s->id, s->tokens, k, options_.draft_tree});
+    const int depth = draft_allowance(*s);
+    const int rows = int(std::min<long long>(room, (long long)depth * width));
+    if (std::min(depth, rows) <= 0) continue;
+    room -= rows;
+    requests.push_back({s->id, s->tokens, std::min(depth, rows), options_.draft_tree});
     asking.push_back(s);
+    nodes.push_back(rows);
   }
   if (requests.empty()) return;
   std::vector<DraftTree> guesses;
@@ -72,8 +75,7 @@ void Engine::draft(const std::vector<Stream*>& order) {
     Stream& s = *asking[i];
     // A drafter never decides what the target keeps: a tree's rows fit the stream's positions, its depth the bound.
     const int by_positions = stream_positions_ - int(s.tokens.size()) - 1;
-    fit_tree(g, model_.config().vocab_size, requests[i].max_tokens,
-             std::min(requests[i].max_tokens * std::max(1, options_.draft_tree), by_positions));
+    fit_tree(g, model_.config().vocab_size, requests[i].max_tokens, std::min(nodes[i], by_positions));
     bool chain = true;
     for (size_t j = 0; j < g.parents.size(); ++j) chain = chain && g.parents[j] == int32_t(j) - 1;
     s.draft = std::move(g.tokens);

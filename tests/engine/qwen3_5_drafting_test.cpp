@@ -69,14 +69,19 @@ class Qwen35Drafting : public ::testing::Test {
     return r;
   }
 
-  // Runs every request in one engine with `drafter` at `parallel` streams; checks each against its solo run.
-  void expect_solo_bits(const std::vector<GenerationRequest>& reqs, std::shared_ptr<Drafter> drafter, int parallel,
-                        EngineOptions o = {}) {
+  // `o` for `parallel` streams of 160 positions drafting up to 4 tokens with `drafter`.
+  static EngineOptions drafting(int parallel, std::shared_ptr<Drafter> drafter, EngineOptions o = {}) {
     o.parallel = parallel;
     o.context = 160;
     o.drafter = std::move(drafter);
     o.draft_tokens = 4;
-    Engine engine(*model, o);
+    return o;
+  }
+
+  // Runs every request in one engine with `drafter` at `parallel` streams; checks each against its solo run.
+  void expect_solo_bits(const std::vector<GenerationRequest>& reqs, std::shared_ptr<Drafter> drafter, int parallel,
+                        EngineOptions o = {}) {
+    Engine engine(*model, drafting(parallel, std::move(drafter), o));
     EngineRunner runner(engine);
     std::vector<std::shared_ptr<Collected>> got;
     for (const auto& r : reqs) got.push_back(runner.submit(r));
@@ -132,11 +137,7 @@ TEST_F(Qwen35Drafting, PromptCacheKeepsOnlyKeptRowsAndResumedStreamsEqualFreshOn
   o.kv_page_tokens = 4;
   o.prompt_cache_pages = 4096;
   o.prompt_cache_state_stride = 4;  // snapshots every page: some fall inside windows, some on rejected rows
-  o.parallel = 3;
-  o.context = 160;
-  o.drafter = std::make_shared<ScriptedDrafter>(sequences, config.vocab_size);
-  o.draft_tokens = 4;
-  Engine engine(*model, o);
+  Engine engine(*model, drafting(3, std::make_shared<ScriptedDrafter>(sequences, config.vocab_size), o));
   EngineRunner runner(engine);
   std::vector<std::shared_ptr<Collected>> got;
   for (const auto& r : reqs) got.push_back(runner.submit(r));

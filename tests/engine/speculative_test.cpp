@@ -154,6 +154,23 @@ TEST_F(Speculative, DraftRoundRowsCapsTheRowsARoundDrafts) {
   }
 }
 
+// A tree's nodes count as rows: one stream under a cap of 4 verifies at most 3 drafted nodes per window, where trees
+// of width 2 and depth 4 hold up to 8.
+TEST_F(Speculative, DraftRoundRowsCountATreesNodes) {
+  const auto reqs = mixed_requests();
+  for (int cap : {0, 4}) {
+    SCOPED_TRACE("draft_round_rows " + std::to_string(cap));
+    EngineOptions o;
+    o.draft_round_rows = cap;
+    o.draft_tree = 2;
+    auto got = run_drafted(reqs, drafter, 1, o);
+    expect_equal_to_solo(reqs, got);
+    ASSERT_GT(stats.draft_windows, 0u);
+    if (cap > 0) EXPECT_LE(stats.drafted_tokens, 3 * stats.draft_windows);
+    else EXPECT_GT(stats.drafted_tokens, 3 * stats.draft_windows);
+  }
+}
+
 TEST_F(Speculative, StopsAndLimitsInsideAWindowEndTheReplyWhereUndraftedDoes) {
   for (int max_tokens : {1, 2, 5, 7}) {
     SCOPED_TRACE("max_tokens " + std::to_string(max_tokens));
