@@ -1,5 +1,6 @@
 // tiny-qwen3.5 (a hybrid model with recurrent state) served over real HTTP: each reply, greedy or seeded, with
-// logprobs, is the same alone and among 8 concurrent requests.
+// logprobs, is the same alone and among 8 concurrent requests, at any prefill chunk, with or without drafting, and
+// resumed from the prompt cache.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -67,6 +68,47 @@ TEST(Qwen35E2E, ASecondTurnResumesTheFirstFromItsStateSnapshotAndEqualsAFreshRun
   EXPECT_GT(hit, 16) << "the shared system prompt was not resumed from the cache";
   EXPECT_EQ(none, 0);
   EXPECT_EQ(resumed, from_scratch);
+}
+
+// Prefill chunks of 1, 3, 17 and 64 tokens, and drafting (tiny-qwen3 shares the tokenizer; n-grams), leave every
+// reply and its logprobs as they are: the recurrent state runs token by token and rolls back to kept rows.
+TEST(Qwen35E2E, PrefillChunksAndDraftingGiveTheSameReplies) {
+  FS_REQUIRE_SHARED(shared);
+  const std::string model = (shared / "models/tiny-qwen3.5").string();
+  std::vector<json> bodies;
+  const char* asks[] = {"Tell me something about computers, and then something about the sea.", "Hello!"};
+  for (int i = 0; i < 4; ++i) {
+    json body = {{"messages", {{{"role", "user"}, {"content", asks[i % 2]}}}}, {"max_tokens", 20},
+                 {"logprobs", true}, {"top_logprobs", 2}, {"temperature", i < 2 ? 0.0 : 0.8}};
+    if (i >= 2) body["seed"] = 70 + i;
+    bodies.push_back(body);
+  }
+  std::vector<std::string> want;
+  {
+    ServerProcess base({model, "--device", "cpu", "--prefill-chunk", "64"});
+    ASSERT_TRUE(base.ready()) << base.stderr_text();
+    for (const json& b : bodies) want.push_back(reply_of(base.port(), b));
+  }
+  const std::vector<std::vector<std::string>> variants = {
+      {"--prefill-chunk", "1"},
+      {"--prefill-chunk", "3"},
+      {"--prefill-chunk", "17"},
+      {"--drafter", (shared / "models/tiny-qwen3").string(), "--draft-round-rows", "0"},
+      {"--draft", "ngram", "--draft-tokens", "4"}};
+  for (const auto& flags : variants) {
+    SCOPED_TRACE(flags[0] + " " + flags[1]);
+    std::vector<std::string> args = {model, "--device", "cpu", "--parallel", "4"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    ServerProcess server(args);
+    ASSERT_TRUE(server.ready()) << server.stderr_text();
+    for (size_t i = 0; i < bodies.size(); ++i) EXPECT_EQ(reply_of(server.port(), bodies[i]), want[i]) << "alone " << i;
+    const auto together = all_at_once(bodies.size(), [&](size_t i) { return reply_of(server.port(), bodies[i]); });
+    for (size_t i = 0; i < bodies.size(); ++i) EXPECT_EQ(together[i], want[i]) << "together " << i;
+    if (flags[0] == "--drafter") {
+      const std::string m = metrics_text(server.port());
+      EXPECT_GT(std::stod("0" + metric_value(m, "foldserve_draft_tokens_total")), 0.0) << m;
+    }
+  }
 }
 
 }  // namespace

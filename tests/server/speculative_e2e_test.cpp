@@ -40,11 +40,6 @@ std::vector<json> bodies(const std::filesystem::path& shared) {
   return out;
 }
 
-std::string metric(const std::string& text, const std::string& name) {
-  size_t at = text.find("\n" + name + " ");
-  return at == std::string::npos ? "" : text.substr(at + name.size() + 2, text.find('\n', at + 1) - at - name.size() - 2);
-}
-
 TEST(SpeculativeE2E, DraftedRepliesEqualUndraftedOnesAloneAndEightAtOnce) {
   FS_REQUIRE_SHARED(shared);
   const auto work = std::filesystem::temp_directory_path() / ("fs-spec-" + std::to_string(::getpid()));
@@ -73,12 +68,11 @@ TEST(SpeculativeE2E, DraftedRepliesEqualUndraftedOnesAloneAndEightAtOnce) {
     json off = reqs[0];
     off["draft"] = false;
     EXPECT_EQ(choices_of(server.port(), off), want[0]);
-    httplib::Client c("127.0.0.1", server.port());
-    auto m = c.Get("/metrics");
-    ASSERT_TRUE(m);
-    EXPECT_GT(std::stod(metric(m->body, "foldserve_draft_tokens_total")), 0.0) << m->body;
+    const std::string m = metrics_text(server.port());
+    ASSERT_FALSE(m.empty());
+    EXPECT_GT(std::stod(metric_value(m, "foldserve_draft_tokens_total")), 0.0) << m;
     if (flags[0] == "--drafter") {
-      EXPECT_GT(std::stod(metric(m->body, "foldserve_draft_acceptance_rate")), 0.0) << m->body;
+      EXPECT_GT(std::stod(metric_value(m, "foldserve_draft_acceptance_rate")), 0.0) << m;
     }
   }
   // The request log: drafted requests name their drafts; the "draft": false one (last of each server) none.

@@ -39,6 +39,19 @@ std::pair<int, nlohmann::json> post_json(int port, const std::string& path, cons
   return {r->status, nlohmann::json::parse(r->body, nullptr, false)};
 }
 
+std::string metric_value(const std::string& text, const std::string& name) {
+  const size_t at = text.find("\n" + name + " ");
+  if (at == std::string::npos) return "";
+  const size_t from = at + name.size() + 2;
+  return text.substr(from, text.find('\n', from) - from);
+}
+
+std::string metrics_text(int port) {
+  httplib::Client c("127.0.0.1", port);
+  auto r = c.Get("/metrics");
+  return r ? r->body : "";
+}
+
 std::vector<std::string> all_at_once(size_t n, const std::function<std::string(size_t)>& answer) {
   std::vector<std::string> out(n);
   std::vector<std::thread> threads;

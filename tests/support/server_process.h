@@ -43,6 +43,10 @@ class ServerProcess {
 // when it is not JSON).
 std::pair<int, nlohmann::json> post_json(int port, const std::string& path, const nlohmann::json& body,
                                          int timeout_seconds = 300);
+// The value of the Prometheus line `name value` in the server's /metrics text ("" when the name is not there).
+std::string metric_value(const std::string& metrics_text, const std::string& name);
+// /metrics of the server at 127.0.0.1:port ("" when it did not answer).
+std::string metrics_text(int port);
 // answer(i) for every i below n, all at once (one thread each); the answers in order of i.
 std::vector<std::string> all_at_once(size_t n, const std::function<std::string(size_t)>& answer);
 // A connected TCP socket to 127.0.0.1:port, or -1.
