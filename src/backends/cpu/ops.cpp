@@ -10,8 +10,8 @@
 
 namespace fs::cpu {
 
-// Multiply-adds below which a matmul runs on the calling thread (about 30 µs of one core): waking the pool's
-// threads and waiting for them costs more than it saves, the more so when other processes hold the cores.
+// Multiply-adds below which a matmul runs on the calling thread: waking the pool's threads and waiting for them
+// costs more than such work saves, the more so when other processes hold the cores.
 constexpr size_t kSerialWork = size_t(1) << 20;
 
 void matmul(const float* x, int rows, const WeightMatrix& w, const float* bias, float* y) {
