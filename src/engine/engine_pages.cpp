@@ -101,6 +101,9 @@ void Engine::reset_to_queued(Stream& s, bool keep_prefix) {
   s.computed = 0;
   s.resume_state = {};
   s.drop_draft();
+  s.window_states = {};  // a queued stream holds no window buffers (the budget counts them per admitted stream)
+  s.spare_states = {};
+  s.window_end = 0;
   release_state_slot(s);
 }
 

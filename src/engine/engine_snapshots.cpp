@@ -20,8 +20,10 @@ void Engine::plan_state_snapshots(const std::vector<RoundItem>& items) {
   for (const auto& it : items) {
     Stream& s = *it.stream;
     s.snapshots.clear();
-    s.window_states.clear();
     s.snapshot_targets.clear();
+    // Window states reuse the stream's buffers of earlier rounds: each holds a whole recurrent state.
+    for (auto& w : s.window_states) s.spare_states.push_back(std::move(w.state));
+    s.window_states.clear();
     const int end = it.begin + it.count;
     s.window_end = it.drafted > 0 ? end : 0;
     std::vector<int> cached;
@@ -32,9 +34,16 @@ void Engine::plan_state_snapshots(const std::vector<RoundItem>& items) {
       const bool for_cache = std::binary_search(cached.begin(), cached.end(), p);
       const bool for_window = it.drafted > 0 && p < end;
       if (!for_cache && !for_window) continue;
-      auto& list = for_cache ? s.snapshots : s.window_states;
-      list.push_back({p, std::vector<float>(floats)});
-      s.snapshot_targets.push_back({p, list.back().state.data()});
+      if (for_cache) {
+        s.snapshots.push_back({p, std::vector<float>(floats)});
+      } else if (!s.spare_states.empty()) {
+        s.window_states.push_back({p, std::move(s.spare_states.back())});
+        s.spare_states.pop_back();
+      } else {
+        s.window_states.push_back({p, std::vector<float>(floats)});
+      }
+      StateSnapshot& snap = for_cache ? s.snapshots.back() : s.window_states.back();
+      s.snapshot_targets.push_back({p, snap.state.data()});
     }
   }
 }
@@ -64,8 +73,7 @@ std::vector<float> Engine::state_at_computed(const Stream& s) {
 void Engine::roll_back_state(Stream& s) {
   if (s.state_slot >= 0 && s.computed < s.window_end)
     model_.load_state(*pool_, s.state_slot, state_at_computed(s).data());
-  s.window_states.clear();
-  s.window_end = 0;
+  s.window_end = 0;  // the window's buffers stay with the stream for its next window
 }
 
 void Engine::keep_in_cache(Stream& s) {

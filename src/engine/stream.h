@@ -24,6 +24,7 @@ struct Stream {
   std::vector<float> resume_state;  // the state at `computed` adopted from the prompt cache, until a slot holds it
   std::vector<StateSnapshot> snapshots;  // states this round's chunk takes for the prompt cache
   std::vector<StateSnapshot> window_states;  // states after each verify-window row but the last, to roll back to
+  std::vector<std::vector<float>> spare_states;  // buffers of earlier windows, reused by the next
   std::vector<StateSnapshotTarget> snapshot_targets;  // where the forward pass writes both kinds
   int window_end = 0;           // this round's verify window ends here: the slot's state is past rejected rows until
                                 // roll_back_state (0 → no window)
