@@ -1,5 +1,5 @@
-// serve --draft-tree W: W outside 1..8, or no drafter, stops the server by name; with a drafter the server says how
-// it drafts and answers with the undrafted server's choices.
+// serve --draft-tree W: W outside 1..8, --draft-round-rows out of range, or either without a drafter stops the
+// server by name; with a drafter the server says how it drafts and answers with the undrafted server's choices.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -13,13 +13,15 @@ namespace {
 
 using json = nlohmann::json;
 
-TEST(DraftTreeE2E, AWidthOutsideOneToEightOrNoDrafterIsRefused) {
+TEST(DraftTreeE2E, AWidthOrRoundRowsOutOfRangeOrNoDrafterIsRefused) {
   FS_REQUIRE_SHARED(shared);
   const std::string drafter = (shared / "models/fortune-draft").string();
   for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--drafter", drafter, "--draft-tree", "9"}, "--draft-tree must be between 1 and 8"},
            {{"--draft", "ngram", "--draft-tree", "0"}, "--draft-tree must be between 1 and 8"},
-           {{"--draft-tree", "2"}, "--draft-tree needs --drafter DIR or --draft ngram"}}) {
+           {{"--draft-tree", "2"}, "--draft-tree needs --drafter DIR or --draft ngram"},
+           {{"--draft", "ngram", "--draft-round-rows", "-1"}, "--draft-round-rows must be between 0 (no cap) and 2^20"},
+           {{"--draft-round-rows", "8"}, "--draft-round-rows needs --drafter DIR or --draft ngram"}}) {
     SCOPED_TRACE(message);
     ServerProcess server(args, 20);
     EXPECT_FALSE(server.ready());
