@@ -21,6 +21,7 @@
 
 #include "bench_main.h"
 #include "cli/args.h"
+#include "cli/model_options.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "core/sha256.h"
@@ -294,16 +295,7 @@ TextSide load_text(const std::filesystem::path& dir, const std::string& device) 
 // The preset's config with the size flags applied.
 json sized_preset(const std::string& like, const cli::Args& args) {
   json config = preset_config(like);
-  ConfigOverrides o;
-  auto size = [&](const char* flag) { return int(args.get_int(flag, 0)); };
-  o.layers = size("layers");
-  o.hidden = size("hidden");
-  o.intermediate = size("intermediate");
-  o.vision_depth = size("vision-depth");
-  o.vision_hidden = size("vision-hidden");
-  o.vision_heads = size("vision-heads");
-  o.vision_intermediate = size("vision-intermediate");
-  apply_overrides(config, o);
+  apply_overrides(config, cli::size_overrides_from_args(args));
   return config;
 }
 

@@ -4,6 +4,7 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/model_options.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "models/checkpoint_maker.h"
@@ -21,24 +22,7 @@ int make(const std::vector<std::string>& argv) {
   json config;
   if (auto path = args.get("config")) config = read_json_file(*path);
   else config = preset_config(args.get_or("like", "llama-3-8b"));
-  ConfigOverrides sizes;
-  auto size = [&](const char* flag) { return int(args.get_int(flag, 0)); };
-  sizes.layers = size("layers");
-  sizes.hidden = size("hidden");
-  sizes.heads = size("heads");
-  sizes.kv_heads = size("kv-heads");
-  sizes.intermediate = size("intermediate");
-  sizes.vocab = size("vocab");
-  sizes.head_dim = size("head-dim");
-  sizes.linear_key_heads = size("linear-key-heads");
-  sizes.linear_value_heads = size("linear-value-heads");
-  sizes.linear_key_dim = size("linear-key-dim");
-  sizes.linear_value_dim = size("linear-value-dim");
-  sizes.vision_depth = size("vision-depth");
-  sizes.vision_hidden = size("vision-hidden");
-  sizes.vision_heads = size("vision-heads");
-  sizes.vision_intermediate = size("vision-intermediate");
-  apply_overrides(config, sizes);
+  apply_overrides(config, size_overrides_from_args(args));
   MakeCheckpointOptions o;
   std::string dtype = args.get_or("dtype", "bf16");
   if (dtype == "bf16") o.dtype = DType::BF16;

@@ -53,6 +53,27 @@ EngineOptions engine_options_from_args(const Args& args, int default_parallel) {
   return o;
 }
 
+ConfigOverrides size_overrides_from_args(const Args& args) {
+  ConfigOverrides o;
+  auto size = [&](const char* flag) { return int(args.get_int(flag, 0)); };
+  o.layers = size("layers");
+  o.hidden = size("hidden");
+  o.heads = size("heads");
+  o.kv_heads = size("kv-heads");
+  o.intermediate = size("intermediate");
+  o.vocab = size("vocab");
+  o.head_dim = size("head-dim");
+  o.linear_key_heads = size("linear-key-heads");
+  o.linear_value_heads = size("linear-value-heads");
+  o.linear_key_dim = size("linear-key-dim");
+  o.linear_value_dim = size("linear-value-dim");
+  o.vision_depth = size("vision-depth");
+  o.vision_hidden = size("vision-hidden");
+  o.vision_heads = size("vision-heads");
+  o.vision_intermediate = size("vision-intermediate");
+  return o;
+}
+
 SamplingParams sampling_from_args(const Args& args, const GenerationConfig& g) {
   SamplingParams p;
   p.temperature = g.do_sample ? g.temperature.value_or(1.0f) : 0.0f;

@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "engine/engine.h"
 #include "io/hf_config.h"
+#include "models/checkpoint_maker.h"
 
 namespace fs::cli {
 
@@ -24,6 +25,8 @@ std::string check_device(const Args& args);
 // --tensor-parallel N (1 when absent): GPUs to split the model over.
 int tensor_parallel_from_args(const Args& args);
 EngineOptions engine_options_from_args(const Args& args, int default_parallel);
+// The preset size flags (--layers, --hidden, … --vision-intermediate) given, as overrides; 0 where absent.
+ConfigOverrides size_overrides_from_args(const Args& args);
 // --temperature/--top-p/--top-k/--min-p/--seed over the model's generation_config defaults.
 SamplingParams sampling_from_args(const Args& args, const GenerationConfig& defaults);
 
