@@ -164,7 +164,7 @@ class Engine {
   int32_t accept_token(Stream& s, int32_t picked, std::span<float> logits);
   // Asks the drafter for every eligible decoding stream's draft (Stream::draft), within draft_round_rows.
   void draft(const std::vector<Stream*>& order);
-  // Rows the round would hold without drafts: one per decoding stream, a prefill chunk per computing one.
+  // Rows the round would hold without drafts: each stream's next chunk as the planner cuts it.
   int undrafted_round_rows(const std::vector<Stream*>& order) const;
   // Draft tokens the stream may verify this round: none when it may not draft, else at most what its max_tokens and
   // positions leave after the pending row.
