@@ -181,7 +181,9 @@ class Engine {
   // computed prefix (with its state) in the cache, rolling a window back, and restoring an adopted state.
   void plan_state_snapshots(const std::vector<RoundItem>& items);
   void keep_state_snapshots(Stream& s);
-  // The stream's state at `computed`: the window snapshot there when its slot ran past a rejected draft, else the slot.
+  // The window's snapshot at the stream's `computed` when its slot ran past rejected rows, else null.
+  const float* kept_window_state(const Stream& s) const;
+  // The stream's state at `computed`: that snapshot, else the slot's state.
   std::vector<float> state_at_computed(const Stream& s);
   // Puts the state of the window's last kept row into the stream's slot when rejected rows ran after it.
   void roll_back_state(Stream& s);

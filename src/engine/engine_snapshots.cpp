@@ -57,22 +57,26 @@ void Engine::keep_state_snapshots(Stream& s) {
   s.snapshot_targets.clear();
 }
 
+const float* Engine::kept_window_state(const Stream& s) const {
+  if (s.computed >= s.window_end) return nullptr;
+  for (const auto* list : {&s.window_states, &s.snapshots})
+    for (const auto& snap : *list)
+      if (snap.position == s.computed) return snap.state.data();
+  throw Error("stream " + std::to_string(s.id) + " has no state snapshot at its last kept row " +
+              std::to_string(s.computed));
+}
+
 std::vector<float> Engine::state_at_computed(const Stream& s) {
-  if (s.computed < s.window_end)
-    for (const auto* list : {&s.window_states, &s.snapshots})
-      for (const auto& snap : *list)
-        if (snap.position == s.computed) return snap.state;
-  if (s.computed < s.window_end)
-    throw Error("stream " + std::to_string(s.id) + " has no state snapshot at its last kept row " +
-                std::to_string(s.computed));
-  std::vector<float> state(pool_->state_floats());
+  const size_t floats = pool_->state_floats();
+  if (const float* kept = kept_window_state(s)) return std::vector<float>(kept, kept + floats);
+  std::vector<float> state(floats);
   model_.save_state(*pool_, s.state_slot, state.data());
   return state;
 }
 
 void Engine::roll_back_state(Stream& s) {
-  if (s.state_slot >= 0 && s.computed < s.window_end)
-    model_.load_state(*pool_, s.state_slot, state_at_computed(s).data());
+  if (s.state_slot >= 0)
+    if (const float* kept = kept_window_state(s)) model_.load_state(*pool_, s.state_slot, kept);
   s.window_end = 0;  // the window's buffers stay with the stream for its next window
 }
 
