@@ -1,11 +1,10 @@
 // Module loading and kernel launch.
 #include "backends/cuda/host/module.h"
 
-#include <cstdlib>
-#include <string_view>
 #include <utility>
 
 #include "backends/cuda/host/check.h"
+#include "backends/cuda/host/env_switch.h"
 
 namespace fs::cuda {
 
@@ -28,10 +27,7 @@ namespace {
 
 // FOLDSERVE_CUDA_OVERLAP=0 turns programmatic dependent launch off (for A/B runs; the bits are the same).
 bool overlapping_launches_allowed() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("FOLDSERVE_CUDA_OVERLAP");
-    return !(v && std::string_view(v) == "0");
-  }();
+  static const bool allowed = switched_on("FOLDSERVE_CUDA_OVERLAP");
   return allowed;
 }
 

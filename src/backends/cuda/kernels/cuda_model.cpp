@@ -13,6 +13,7 @@
 #include "backends/cuda/host/downloader.h"
 #include "backends/cuda/host/check.h"
 #include "backends/cuda/host/decode_buckets.h"
+#include "backends/cuda/host/env_switch.h"
 #include "backends/cuda/host/graph.h"
 #include "backends/cuda/host/round_collectives.h"
 #include "backends/cuda/host/stream.h"
@@ -57,12 +58,6 @@ struct Plan : cuda::PassRows {
   cuda::StateRows state;  // models with recurrent layers: each chunk's sequence and snapshots
 };
 
-// Graphs for decode rounds unless FOLDSERVE_CUDA_GRAPHS=0.
-bool graphs_enabled() {
-  const char* v = std::getenv("FOLDSERVE_CUDA_GRAPHS");
-  return !(v && std::string(v) == "0");
-}
-
 k::SampleRow sample_row(const RowSampling& r) {
   k::SampleRow s;
   s.mode = int32_t(r.mode);
@@ -88,7 +83,7 @@ class CudaModel final : public Model {
         pinned_(kPinnedLimit),
         stage_(pinned_, kStageBytes, "CUDA upload stage"),
         downloader_(device_, pinned_),
-        graphs_on_(graphs_enabled()),
+        graphs_on_(cuda::switched_on("FOLDSERVE_CUDA_GRAPHS")),  // graphs for decode rounds unless set to 0
         program_(std::move(program)),
         states_(program_.memory.state_floats) {
     check_runnable(program_);
