@@ -48,15 +48,27 @@ void EngineRunner::wait_tokens(const std::shared_ptr<Collected>& c, size_t n) {
   cv_.wait(lock, [&] { return c->done || c->tokens.size() >= n; });
 }
 
-void FortuneDemoTest::SetUp() {
+namespace {
+
+// ../shared/models/NAME's config and CPU model; without ../shared the test fails (in CI) or is skipped.
+void load_shared_model(const std::string& name, ModelConfig& config, std::unique_ptr<Model>& model) {
   auto shared = shared_dir();
   if (shared.empty()) {
     if (running_in_ci()) FAIL() << "shared fixtures missing in CI";
     GTEST_SKIP() << "shared fixtures not found";
   }
-  auto dir = shared / "models/fortune-demo";
+  auto dir = shared / "models" / name;
   config = load_model_config(dir);
   model = create_model(config, Checkpoint::open(dir));
+}
+
+}  // namespace
+
+void FortuneDemoTest::SetUp() { load_shared_model("fortune-demo", config, model); }
+
+void TinyQwen35Test::SetUp() {
+  load_shared_model("tiny-qwen3.5", config, model);
+  if (model) ASSERT_TRUE(model->memory_spec().has_state());
 }
 
 std::vector<SampledToken> run_solo(Model& model, const GenerationRequest& req, EngineOptions options) {

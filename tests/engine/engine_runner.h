@@ -44,6 +44,14 @@ class FortuneDemoTest : public ::testing::Test {
   std::unique_ptr<Model> model;
 };
 
+// The same for tiny-qwen3.5, a hybrid with recurrent state (Gated DeltaNet layers beside gated attention).
+class TinyQwen35Test : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  ModelConfig config;
+  std::unique_ptr<Model> model;
+};
+
 // The tokens of `req` run alone in a fresh engine with `options` (default: a pool for one whole context).
 std::vector<SampledToken> run_solo(Model& model, const GenerationRequest& req, EngineOptions options = {});
 

@@ -44,16 +44,8 @@ class ScriptedDrafter final : public Drafter {
   size_t calls_ = 0;
 };
 
-class Qwen35Drafting : public ::testing::Test {
+class Qwen35Drafting : public TinyQwen35Test {
  protected:
-  void SetUp() override {
-    FS_REQUIRE_SHARED(shared);
-    dir = shared / "models/tiny-qwen3.5";
-    config = load_model_config(dir);
-    model = create_model(config, Checkpoint::open(dir));
-    ASSERT_TRUE(model->memory_spec().has_state());
-  }
-
   // Random prompts of 5 .. 68 tokens; greedy or seeded.
   GenerationRequest request(int i, int max_tokens) const {
     std::mt19937 rng(uint32_t(300 + i));
@@ -110,9 +102,6 @@ class Qwen35Drafting : public ::testing::Test {
     return seqs;
   }
 
-  std::filesystem::path dir;
-  ModelConfig config;
-  std::unique_ptr<Model> model;
   std::vector<std::vector<SampledToken>> solo;
   EngineStats stats;
 };

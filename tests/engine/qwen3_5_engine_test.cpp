@@ -12,16 +12,8 @@
 namespace fs::test {
 namespace {
 
-class Qwen35Engine : public ::testing::Test {
+class Qwen35Engine : public TinyQwen35Test {
  protected:
-  void SetUp() override {
-    FS_REQUIRE_SHARED(shared);
-    auto dir = shared / "models/tiny-qwen3.5";
-    config = load_model_config(dir);
-    model = create_model(config, Checkpoint::open(dir));
-    ASSERT_TRUE(model->memory_spec().has_state());
-  }
-
   GenerationRequest request(int i, int max_tokens) const {
     std::mt19937 rng(uint32_t(100 + i));
     std::uniform_int_distribution<int32_t> token(0, config.vocab_size - 1);
@@ -46,8 +38,6 @@ class Qwen35Engine : public ::testing::Test {
     return want;
   }
 
-  ModelConfig config;
-  std::unique_ptr<Model> model;
 };
 
 TEST_F(Qwen35Engine, PreemptedStreamsRecomputeTheirStateAndEqualTheirSoloRuns) {

@@ -16,16 +16,8 @@
 namespace fs::test {
 namespace {
 
-class Qwen35PromptCache : public ::testing::Test {
+class Qwen35PromptCache : public TinyQwen35Test {
  protected:
-  void SetUp() override {
-    FS_REQUIRE_SHARED(shared);
-    auto dir = shared / "models/tiny-qwen3.5";
-    config = load_model_config(dir);
-    model = create_model(config, Checkpoint::open(dir));
-    ASSERT_TRUE(model->memory_spec().has_state());
-  }
-
   std::vector<int32_t> tokens(int n, int seed) const {
     std::mt19937 rng{uint32_t(seed)};
     std::uniform_int_distribution<int32_t> d(0, config.vocab_size - 1);
@@ -70,8 +62,6 @@ class Qwen35PromptCache : public ::testing::Test {
     EXPECT_EQ(s.kv_pages_used, s.prompt_cache.device_pages);
   }
 
-  ModelConfig config;
-  std::unique_ptr<Model> model;
 };
 
 TEST_F(Qwen35PromptCache, SharedPrefixResumesFromTheDeepestSnapshotAsFresh) {
