@@ -68,7 +68,9 @@ void FortuneDemoTest::SetUp() { load_shared_model("fortune-demo", config, model)
 
 void TinyQwen35Test::SetUp() {
   load_shared_model("tiny-qwen3.5", config, model);
-  if (model) ASSERT_TRUE(model->memory_spec().has_state());
+  if (model) {
+    ASSERT_TRUE(model->memory_spec().has_state());
+  }
 }
 
 std::vector<SampledToken> run_solo(Model& model, const GenerationRequest& req, EngineOptions options) {
