@@ -20,7 +20,7 @@ struct MakeCheckpointOptions {
 };
 
 // config.json of a named preset (llama-3-8b, llama-3-70b, llama-3.2-1b, qwen3-8b, qwen2.5-7b, qwen2.5-vl-7b,
-// qwen3.5-27b); throws on an unknown name.
+// qwen3.5-27b, qwen3.5-2b); throws on an unknown name.
 nlohmann::json preset_config(const std::string& like);
 std::vector<std::string> preset_names();
 

@@ -65,28 +65,48 @@ void add_qwen25_vl_fields(json& c, const VisionPreset& v) {
                         {"tokens_per_second", 2}};
 }
 
-// Qwen3.5-27B (Qwen3_5ForConditionalGeneration): the hybrid text model nested in text_config, every fourth layer
+// A Qwen3.5 size (Qwen3_5ForConditionalGeneration): the hybrid text model nested in text_config, every fourth layer
 // gated full attention and the others Gated DeltaNet, and the Qwen3.5 vision tower.
-json qwen3_5_27b() {
-  const int layers = 64, interval = 4;
+struct Qwen35Preset {
+  const char* name;
+  int layers, hidden, heads, kv, ffn;
+  int linear_key_heads, linear_value_heads;
+  bool tied;
+  int vision_depth, vision_hidden, vision_ffn;
+};
+
+// qwen3.5-27b has the real config's dimensions; qwen3.5-2b the model card's (where they come from, and which are
+// uncertain: docs/qwen3_5.md, "make-checkpoint presets").
+const std::vector<Qwen35Preset>& qwen3_5_presets() {
+  static const std::vector<Qwen35Preset> table = {
+      {"qwen3.5-27b", 64, 5120, 24, 4, 17408, 16, 48, false, 27, 1152, 4304},
+      {"qwen3.5-2b", 24, 2048, 8, 2, 6144, 16, 16, true, 24, 1024, 4096},
+  };
+  return table;
+}
+
+json qwen3_5_config(const Qwen35Preset& p) {
+  const int interval = 4;
   json types = json::array();
-  for (int i = 0; i < layers; ++i) types.push_back((i + 1) % interval == 0 ? "full_attention" : "linear_attention");
-  json text = {{"model_type", "qwen3_5_text"}, {"num_hidden_layers", layers}, {"hidden_size", 5120},
-               {"num_attention_heads", 24}, {"num_key_value_heads", 4}, {"head_dim", 256},
-               {"intermediate_size", 17408}, {"vocab_size", 248320}, {"hidden_act", "silu"},
+  for (int i = 0; i < p.layers; ++i)
+    types.push_back((i + 1) % interval == 0 ? "full_attention" : "linear_attention");
+  json text = {{"model_type", "qwen3_5_text"}, {"num_hidden_layers", p.layers}, {"hidden_size", p.hidden},
+               {"num_attention_heads", p.heads}, {"num_key_value_heads", p.kv}, {"head_dim", 256},
+               {"intermediate_size", p.ffn}, {"vocab_size", 248320}, {"hidden_act", "silu"},
                {"attention_bias", false}, {"rms_norm_eps", 1e-6}, {"max_position_embeddings", 262144},
-               {"tie_word_embeddings", false}, {"eos_token_id", 248044}, {"full_attention_interval", interval},
+               {"tie_word_embeddings", p.tied}, {"eos_token_id", 248044}, {"full_attention_interval", interval},
                {"layer_types", types}, {"linear_conv_kernel_dim", 4}, {"linear_key_head_dim", 128},
-               {"linear_value_head_dim", 128}, {"linear_num_key_heads", 16}, {"linear_num_value_heads", 48},
-               {"partial_rotary_factor", 0.25}};
+               {"linear_value_head_dim", 128}, {"linear_num_key_heads", p.linear_key_heads},
+               {"linear_num_value_heads", p.linear_value_heads}, {"partial_rotary_factor", 0.25}};
   text["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000000.0}, {"partial_rotary_factor", 0.25},
                              {"mrope_section", {11, 11, 10}}, {"mrope_interleaved", true}};
-  json vision = {{"model_type", "qwen3_5_vision"}, {"depth", 27}, {"hidden_size", 1152},
-                 {"intermediate_size", 4304}, {"num_heads", 16}, {"in_channels", 3},
-                 {"hidden_act", "gelu_pytorch_tanh"}, {"num_position_embeddings", 2304}, {"out_hidden_size", 5120},
-                 {"patch_size", 16}, {"spatial_merge_size", 2}, {"temporal_patch_size", 2}};
+  json vision = {{"model_type", "qwen3_5_vision"}, {"depth", p.vision_depth}, {"hidden_size", p.vision_hidden},
+                 {"intermediate_size", p.vision_ffn}, {"num_heads", 16}, {"in_channels", 3},
+                 {"hidden_act", "gelu_pytorch_tanh"}, {"num_position_embeddings", 2304},
+                 {"out_hidden_size", p.hidden}, {"patch_size", 16}, {"spatial_merge_size", 2},
+                 {"temporal_patch_size", 2}};
   return {{"architectures", {"Qwen3_5ForConditionalGeneration"}}, {"model_type", "qwen3_5"},
-          {"torch_dtype", "bfloat16"}, {"tie_word_embeddings", false}, {"image_token_id", 248056},
+          {"torch_dtype", "bfloat16"}, {"tie_word_embeddings", p.tied}, {"image_token_id", 248056},
           {"video_token_id", 248057}, {"vision_start_token_id", 248053}, {"vision_end_token_id", 248054},
           {"text_config", text}, {"vision_config", vision}};
 }
@@ -195,14 +215,15 @@ void check_token_ids(const json& config) {
 std::vector<std::string> preset_names() {
   std::vector<std::string> names;
   for (const auto& p : presets()) names.push_back(p.name);
-  names.push_back("qwen3.5-27b");
+  for (const auto& p : qwen3_5_presets()) names.push_back(p.name);
   return names;
 }
 
 json preset_config(const std::string& like) {
   for (const auto& p : presets())
     if (like == p.name) return config_of(p);
-  if (like == "qwen3.5-27b") return qwen3_5_27b();
+  for (const auto& p : qwen3_5_presets())
+    if (like == p.name) return qwen3_5_config(p);
   std::string names;
   for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
   throw Error("unknown --like '" + like + "' (known: " + names + ")");

@@ -1,4 +1,4 @@
-// make-checkpoint's Qwen3.5 and Llama-3-70B presets: full-size shapes that add up to the models' sizes, a
+// make-checkpoint's Qwen3.5 (27B, 2B) and Llama-3-70B presets: full-size shapes that add up to the models' sizes, a
 // qwen3.5-27b shrunk to the tiny fixture's sizes with the fixture's tensors and configs, and a shrunk checkpoint
 // whose spec list is exactly what the model program reads and which runs to finite logits.
 #include <cmath>
@@ -101,6 +101,13 @@ TEST(MakeCheckpointQwen35, FullSizePresetsAddUpToTheirModels) {
   const double q = parameters(c);
   EXPECT_GT(q, 26.5e9);
   EXPECT_LT(q, 28.0e9);
+  const json small = preset_config("qwen3.5-2b");
+  const ModelConfig sc = parse_model_config(small, "preset");
+  EXPECT_EQ(qwen3_5_options(sc, nullptr).attention_layers() * 4, sc.num_layers);
+  EXPECT_TRUE(sc.tie_word_embeddings);
+  const double s = parameters(small);
+  EXPECT_GT(s, 1.8e9);
+  EXPECT_LT(s, 2.6e9);
   const double l = parameters(preset_config("llama-3-70b"));
   EXPECT_GT(l, 70.0e9);
   EXPECT_LT(l, 71.0e9);
