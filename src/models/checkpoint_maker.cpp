@@ -78,9 +78,9 @@ void add_vision_specs(std::vector<TensorSpec>& t, const json& v) {
   w("visual.merger.mlp.2.bias", {O});
 }
 
-// Qwen3.5's text model (`model.language_model.*` in the vision-language export, `model.*` alone): its norms are
-// stored as offsets from one, so they sit near 0; the DeltaNet gated norm is a plain weight near 1; A_log keeps
-// exp(A_log) (the decay rate) within about [1, 16].
+// Qwen3.5's text model (`model.language_model.*` in the vision-language export, `model.*` alone; Qwen3-Next's
+// packed projections): its norms are stored as offsets from one, so they sit near 0; the DeltaNet gated norm is a
+// plain weight near 1; A_log keeps exp(A_log) (the decay rate) within about [1, 16].
 void add_qwen3_5_specs(std::vector<TensorSpec>& t, const ModelConfig& c, const std::string& prefix) {
   const Qwen35Options o = qwen3_5_options(c, nullptr);
   const DeltaNetShape& d = o.deltanet;
@@ -98,10 +98,15 @@ void add_qwen3_5_specs(std::vector<TensorSpec>& t, const ModelConfig& c, const s
     offset_norm(p + "post_attention_layernorm.weight", H);
     if (o.linear[size_t(i)]) {
       const std::string a = p + "linear_attn.";
-      w(a + "in_proj_qkv.weight", {C, H});
-      w(a + "in_proj_z.weight", {VC, H});
-      w(a + "in_proj_a.weight", {d.value_heads, H});
-      w(a + "in_proj_b.weight", {d.value_heads, H});
+      if (o.packed_projections) {  // Qwen3-Next: q|k|v|z and b|a packed per key head
+        w(a + "in_proj_qkvz.weight", {C + VC, H});
+        w(a + "in_proj_ba.weight", {2 * d.value_heads, H});
+      } else {
+        w(a + "in_proj_qkv.weight", {C, H});
+        w(a + "in_proj_z.weight", {VC, H});
+        w(a + "in_proj_a.weight", {d.value_heads, H});
+        w(a + "in_proj_b.weight", {d.value_heads, H});
+      }
       t.push_back({a + "conv1d.weight", {C, 1, d.conv_kernel}, 0.1f, 0.0f});
       spread(a + "A_log", d.value_heads, 0.4f, 1.386f);
       spread(a + "dt_bias", d.value_heads, 0.1f, 0.0f);

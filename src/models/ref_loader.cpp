@@ -1,5 +1,6 @@
 #include "models/ref_loader.h"
 
+#include <cstring>
 #include <string>
 
 #include "core/error.h"
@@ -20,8 +21,20 @@ const TensorPart& part_of(const Ref& ref, size_t part) {
 
 WeightMatrix load_part_matrix(const Checkpoint& ck, const MatrixRef& m, size_t part) {
   const TensorPart& p = part_of(m, part);
-  if (p.slice) throw Error(m.what + ": " + p.name + " is sliced; a slice is copied, not read in place");
-  return load_matrix(ck, p.name, int(p.shape.at(0)), int(p.shape.at(1)));
+  WeightMatrix w = load_matrix(ck, p.name, int(p.shape.at(0)), int(p.shape.at(1)));
+  if (!p.slice) return w;
+  const std::shared_ptr<std::vector<float>> whole = w.owned;  // keeps a widened tensor alive while it is copied
+  w.rows = int(p.placed_rows());
+  w.cols = int(p.placed_cols());
+  if (w.dtype == DType::F32) {
+    w.owned = std::make_shared<std::vector<float>>(placed_elements(p, static_cast<const float*>(w.data)));
+  } else {  // bf16 bits kept as they are, in a float buffer's bytes
+    const std::vector<uint16_t> bits = placed_elements(p, static_cast<const uint16_t*>(w.data));
+    w.owned = std::make_shared<std::vector<float>>((bits.size() + 1) / 2);
+    std::memcpy(w.owned->data(), bits.data(), bits.size() * sizeof(uint16_t));
+  }
+  w.data = w.owned->data();
+  return w;
 }
 
 std::vector<float> load_part_floats(const Checkpoint& ck, const VectorRef& v, size_t part) {

@@ -11,8 +11,8 @@ namespace fs {
 
 class Checkpoint;
 
-// Part `part` of `m` as a [rows, cols] matrix read in place (bf16/f32 stay in the mapping); throws naming a missing
-// part or tensor, or a sliced part (a slice needs a copy: placed_elements).
+// Part `part` of `m` as a [rows, cols] matrix read in place (bf16/f32 stay in the mapping), or its slice's rows and
+// columns copied in the same element type; throws naming a missing part or tensor.
 WeightMatrix load_part_matrix(const Checkpoint& ck, const MatrixRef& m, size_t part = 0);
 
 // Part `part` of `v` (its slice, if any) as floats in storage order.
