@@ -51,8 +51,11 @@ bool same_bits(const std::vector<float>& a, const float* b, size_t n) {
 struct Shape {
   int n, k;
 };
-// Full and partial panels, K below, at and off a multiple of 16, the fortune-demo shapes.
-const Shape kShapes[] = {{1, 16}, {3, 5}, {8, 384}, {13, 100}, {33, 257}, {64, 1024}, {130, 48}, {384, 384}};
+// Full and partial panels, K below, at and off a multiple of 16 and of 32 (bf16 packs columns in pairs of 16-blocks:
+// 48 and 56 leave one block of 16 after the pairs, 56 and 100 a tail after that), the fortune-demo and fortune-draft
+// shapes.
+const Shape kShapes[] = {{1, 16}, {3, 5}, {8, 384}, {13, 100}, {33, 257}, {64, 1024}, {130, 48},
+                         {384, 384}, {9, 56}, {22, 640}, {6, 31}};
 
 TEST(CpuMatmul, PackedAvx512KernelEqualsAvx2Bits) {
   if (!avx512_available()) GTEST_SKIP() << "this CPU has no AVX-512";

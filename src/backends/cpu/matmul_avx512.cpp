@@ -29,18 +29,30 @@ inline float to_f32(float v) { return v; }
 constexpr int kFetchAhead = 4096;
 constexpr int kFetchRows = 3;
 
-// Where the weights of one panel of `rows` packed rows lie (the layout pack_panel writes).
-template <class W>
+// Where the weights of one panel of `rows` packed rows lie (the layout pack_panel writes). bf16 weights go in pairs
+// of 16-column blocks: 32-bit word j of a row's 64 bytes holds column k + j in its low half and k + 16 + j in its high
+// half, so one shift and one mask give the two blocks as floats in the lanes of columns k + j and k + 16 + j.
+template <class W>  // const for reading, mutable for packing
 struct Panel {
-  const W* base;  // the panel's first element
+  W* base;  // the panel's first element
   int rows;       // kPanelRows, or fewer in a matrix's last panel
   int K;
+  // Columns packed in pairs of blocks (bf16 only), then one block of 16 when the pairs leave 16 or more.
+  int paired() const { return sizeof(W) == 2 ? K / 32 * 32 : 0; }
   int body() const { return K / 16 * 16; }
-  // Row b's 16 weights of columns [k, k + 16), k < body().
-  const W* block(int b, int k) const { return base + size_t(k) * size_t(rows) + size_t(b) * 16; }
+  // Row b's 32 weights of columns [k, k + 32), k < paired().
+  W* pair(int b, int k) const { return base + size_t(k) * size_t(rows) + size_t(b) * 32; }
+  // Row b's 16 weights of columns [k, k + 16), paired() ≤ k < body().
+  W* block(int b, int k) const { return base + size_t(k) * size_t(rows) + size_t(b) * 16; }
   // Row b's last K % 16 weights.
-  const W* tail(int b) const { return base + size_t(body()) * size_t(rows) + size_t(b) * size_t(K - body()); }
+  W* tail(int b) const { return base + size_t(body()) * size_t(rows) + size_t(b) * size_t(K - body()); }
 };
+
+// A pair's first block (columns k + j in lane j) and second block (k + 16 + j) as floats.
+FS_AVX512 inline __m512 pair_low(__m512i raw) { return _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16)); }
+FS_AVX512 inline __m512 pair_high(__m512i raw) {
+  return _mm512_castsi512_ps(_mm512_and_si512(raw, _mm512_set1_epi32(int(0xFFFF0000u))));
+}
 
 // R input rows against panel rows [b0, b0 + NB): R · NB accumulators (at most 24, beside R inputs, of 32 registers)
 // whose low and high halves are the AVX2 kernel's acc0 and acc1, so every output has its bits whatever R and NB are.
@@ -50,10 +62,30 @@ FS_AVX512 void tile(const float* x, const Panel<W>& p, int b0, float* y, size_t 
   __m512 acc[R][NB];
   for (int r = 0; r < R; ++r)
     for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_setzero_ps();
-  for (int k = 0; k < body; k += 16) {
+  const int paired = p.paired();
+  for (int k = 0; k < paired; k += 32) {
+    if (R >= kFetchRows && b0 == 0) {  // the panel's first tile fetches for the others too
+      const char* ahead = reinterpret_cast<const char*>(p.pair(0, k)) + kFetchAhead;
+      for (int j = 0; j < p.rows * 64; j += 64) _mm_prefetch(ahead + j, _MM_HINT_T0);
+    }
+    __m512i raw[NB];
+    for (int b = 0; b < NB; ++b) raw[b] = _mm512_loadu_si512(p.pair(b0 + b, k));
     __m512 xv[R];
     for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(x + size_t(r) * size_t(K) + k);
-    if (R >= kFetchRows && b0 == 0) {  // the panel's first tile fetches for the others too
+    for (int b = 0; b < NB; ++b) {
+      const __m512 wv = pair_low(raw[b]);
+      for (int r = 0; r < R; ++r) acc[r][b] = _mm512_fmadd_ps(xv[r], wv, acc[r][b]);
+    }
+    for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(x + size_t(r) * size_t(K) + k + 16);
+    for (int b = 0; b < NB; ++b) {
+      const __m512 wv = pair_high(raw[b]);
+      for (int r = 0; r < R; ++r) acc[r][b] = _mm512_fmadd_ps(xv[r], wv, acc[r][b]);
+    }
+  }
+  for (int k = paired; k < body; k += 16) {
+    __m512 xv[R];
+    for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(x + size_t(r) * size_t(K) + k);
+    if (R >= kFetchRows && b0 == 0) {
       const char* ahead = reinterpret_cast<const char*>(p.block(0, k)) + kFetchAhead;
       for (int j = 0; j < p.rows * 16 * int(sizeof(W)); j += 64) _mm_prefetch(ahead + j, _MM_HINT_T0);
     }
@@ -99,7 +131,7 @@ FS_AVX512 void range(const float* x, int rows, const W* packed, int K, size_t N,
       const float* xm = x + size_t(m) * size_t(K);
       float* ym = y + size_t(m) * N;
       for (size_t first = block; first < std::min(end, block + P * kPanelsPerBlock); first += P) {
-        const Panel<W> p{packed + first * size_t(K), int(std::min(P, N - first)), K};
+        const Panel<const W> p{packed + first * size_t(K), int(std::min(P, N - first)), K};
         const size_t n0 = std::max(begin, first), n1 = std::min(end, first + size_t(p.rows));
         switch (group) {
           case 1: panel_rows<1>(xm, p, first, n0, n1, ym, N); break;
@@ -117,13 +149,20 @@ FS_AVX512 void range(const float* x, int rows, const W* packed, int K, size_t N,
 // One panel of `rows` weight rows from row-major `src` into the packed layout Panel reads.
 template <class W>
 void pack_panel(const W* src, int rows, int K, W* dst) {
-  const int body = K / 16 * 16;
-  for (int k = 0; k < body; k += 16)
-    for (int b = 0; b < rows; ++b)
-      std::memcpy(dst + size_t(k) * rows + size_t(b) * 16, src + size_t(b) * K + k, 16 * sizeof(W));
+  const Panel<W> p{dst, rows, K};
+  const int paired = p.paired(), body = p.body();
+  for (int k = 0; k < paired; k += 32)
+    for (int b = 0; b < rows; ++b) {
+      W* out = p.pair(b, k);
+      for (int j = 0; j < 16; ++j) {
+        out[2 * j] = src[size_t(b) * K + k + j];
+        out[2 * j + 1] = src[size_t(b) * K + k + 16 + j];
+      }
+    }
+  for (int k = paired; k < body; k += 16)
+    for (int b = 0; b < rows; ++b) std::memcpy(p.block(b, k), src + size_t(b) * K + k, 16 * sizeof(W));
   for (int b = 0; b < rows; ++b)
-    std::memcpy(dst + size_t(body) * rows + size_t(b) * (K - body), src + size_t(b) * K + body,
-                size_t(K - body) * sizeof(W));
+    std::memcpy(p.tail(b), src + size_t(b) * K + body, size_t(K - body) * sizeof(W));
 }
 
 template <class W>

@@ -16,8 +16,9 @@ void matmul_range_avx512(const float* x, int rows, const WeightMatrix& w, size_t
 // Weight rows per panel of the packed layout.
 constexpr int kPanelRows = 4;
 // w's weights into dst[w.bytes()] for matmul_range_avx512: each panel of kPanelRows rows (fewer in the last) stores,
-// for each 16 columns in turn, its rows' 16 weights one row after another, then its rows' last K % 16 weights, so
-// a tile reads memory in order.
+// for each 32 columns in turn (bf16; f32 and a bf16 remainder of 16 or more: each 16), its rows' weights one row after
+// another, then its rows' last K % 16 weights, so a tile reads memory in order. A row's 32 bf16 weights of columns
+// [k, k + 32) interleave its two blocks of 16 (k + j then k + 16 + j), which one shift or one mask turns into floats.
 void pack_rows(const WeightMatrix& w, uint8_t* dst);
 // Whether this CPU runs AVX-512F.
 bool avx512_available();
