@@ -17,6 +17,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -111,9 +112,10 @@ void gemm_rates(const std::vector<int>& rows, double bw) {
       const auto peer_sec = peer.seconds(x.ptr, weights, y.ptr, m, s.n, s.k, m >= 2048 ? 8 : 40, stream.handle());
       if (peer_sec) print(s, m, *peer_sec, peer_sec, "cuBLASLt (bf16 in, f32 out, no split-K)");
       for (int v = -1; v < cuda::kernels::gemm_variants(); ++v) {
-        // Register streaming is for few rows.
-        const bool streams = v >= 0 && std::strncmp(cuda::kernels::gemm_variant_name(v), "stream", 6) == 0;
-        if (m > 64 && streams) continue;
+        // The weights-as-A wgmma kernels are for few rows.
+        const char* name = v >= 0 ? cuda::kernels::gemm_variant_name(v) : "";
+        const bool few_rows = v >= 0 && std::string_view(name).starts_with("wgmma rows");
+        if (m > 64 && few_rows) continue;
         auto call = [&](int i) {
           auto* out = reinterpret_cast<float*>(y.ptr);
           void* st = reinterpret_cast<void*>(stream.handle());
@@ -126,8 +128,7 @@ void gemm_rates(const std::vector<int>& rows, double bw) {
         auto t = Clock::now();
         for (int i = 0; i < reps; ++i) call(i);
         stream.synchronize();
-        const std::string name = v < 0 ? "default" : std::to_string(v) + " " + cuda::kernels::gemm_variant_name(v);
-        print(s, m, seconds_since(t) / reps, peer_sec, name);
+        print(s, m, seconds_since(t) / reps, peer_sec, v < 0 ? "default" : std::to_string(v) + " " + name);
       }
     }
 }

@@ -1,14 +1,13 @@
-// bf16 GEMM on the tensor cores (mma.sync m16n8k16, fp32 accumulation): y[m, n] = Σ_k x[m, k]·w[n, k].
-// Within a 32-wide k block each lane reads 16 bytes (8 consecutive k) of a row; the two mma of the block take the
-// same permutation of k for x and w, so the dot product is unchanged. k is cut into fixed slices of 1024 (a function
-// of k alone); every output element is ((p0 + p1) + p2) + … where p_s accumulates slice s's k blocks in increasing
-// order from 0, two mma per block, in every configuration: the configuration (picked from the shape for speed)
-// changes which elements share a warp, which warp sums which slice and how operands reach the registers, never the
-// arithmetic of one element. No atomics, no workspace. The Hopper wgmma variants (gemm_wgmma.cuh) keep the slices
-// and their order but take 16 consecutive k per tensor-core step, so they round differently: `gemm` never picks them.
-#include "backends/cuda/kernels/gemm_stream.cuh"
+// bf16 GEMM on the tensor cores, fp32 accumulation: y[m, n] = Σ_k x[m, k]·w[n, k]. k is cut into fixed slices of
+// 1024 (a function of k alone); every output element is ((p0 + p1) + p2) + … where p_s accumulates slice s from 0 in
+// tensor-core steps of 16 consecutive k, in increasing order. `gemm` runs the Hopper wgmma kernels: up to 64 rows
+// with the weights as wgmma's A operand (gemm_wgmma_rows.cuh), more rows with x as A (gemm_wgmma.cuh); the
+// configuration (picked from the shape for speed) changes which elements share a warp and how operands reach the
+// tensor cores, never the arithmetic of one element. The mma.sync tile kernel (gemm_tiled.cuh) keeps the slices but
+// feeds each step interleaved k (16 bytes per lane), so it rounds differently: a variant for comparison, and k = 0.
 #include "backends/cuda/kernels/gemm_tiled.cuh"
 #include "backends/cuda/kernels/gemm_wgmma.cuh"
+#include "backends/cuda/kernels/gemm_wgmma_rows.cuh"
 #include "backends/cuda/kernels/ops.h"
 
 #include <iterator>
@@ -19,33 +18,37 @@ namespace {
 
 using namespace gemm_detail;
 
-// The configurations; all share one arithmetic per element. "stream R×C uU wW": register streaming, R rows × C
-// columns per CTA, U k blocks per load group, up to W warps over the k slices.
+// The configurations. "wgmma rows T sS xC": up to T rows, S shared-memory stages, clusters of C CTAs per tile.
 using Launcher = void (*)(const uint16_t*, const uint16_t*, const float*, float*, int, int, int, bool, void*);
 struct Variant {
   Launcher launch;
   const char* name;
-  bool gemm_bits = true;  // the arithmetic of `gemm` (mma.sync k blocks), bit for bit
+  bool gemm_bits;  // the arithmetic of `gemm` (wgmma steps of 16 consecutive k), bit for bit
 };
 constexpr Variant kVariants[] = {
-    {launch_stream<1, 1, 4, 16, true, false>, "stream 8x8 u4 w16"},       // 0: up to 8 rows
-    {launch_stream<1, 2, 4, 8, false, false>, "stream 16x16 u4 w8"},      // 1: 9…16 rows
-    {launch_stream<2, 2, 2, 8, false, true>, "stream 32x16 u2 w8 pipe"},  // 2: 17…32 rows
-    {launch_stream<4, 2, 2, 8, false, false>, "stream 64x16 u2 w8"},      // 3: 33…64 rows
-    {launch_tiled<4, 4, 2, 4, 2, 3>, "tile 128x128 s3"},                  // 4: more rows (16 warps, 3 stages)
-    {launch_wgmma<128, 6>, "wgmma 128x128 s6", false},                    // 5: Hopper TMA + wgmma, persistent
-    {launch_wgmma<192, 5>, "wgmma 128x192 s5", false},                    // 6: the same, wider tiles
+    {launch_tiled<4, 4, 2, 4, 2, 3>, "tile 128x128 s3", false},                  // 0: mma.sync, for comparison
+    {launch_wgmma<128, 6>, "wgmma 128x128 s6", true},                            // 1: Hopper TMA + wgmma, persistent
+    {launch_wgmma<192, 5>, "wgmma 128x192 s5", true},                            // 2: the same, wider tiles
+    {launch_wgmma_rows<8, 12, 1>, "wgmma rows 8 s12", true},                     // 3: weights as A, up to 8 rows
+    {launch_wgmma_rows<8, 12, 2>, "wgmma rows 8 s12 x2", true},                  // 4: clusters of 2 CTAs per tile
+    {launch_wgmma_rows<16, 12, 1>, "wgmma rows 16 s12", true},                   // 5: 9…16 rows
+    {launch_wgmma_rows<16, 12, 2>, "wgmma rows 16 s12 x2", true},                // 6
+    {launch_wgmma_rows<32, 8, 1>, "wgmma rows 32 s8", true},                     // 7: 17…32 rows
+    {launch_wgmma_rows<32, 8, 2>, "wgmma rows 32 s8 x2", true},                  // 8
+    {launch_wgmma_rows<64, 8, 1>, "wgmma rows 64 s8", true},                     // 9: 33…64 rows
+    {launch_wgmma_rows<64, 8, 2>, "wgmma rows 64 s8 x2", true},                  // 10
 };
 
-// The variant `gemm` runs for a shape: a pure function of (m, n, k). Weights dominate the traffic up to 64 rows; a
-// small weight (n, k ≤ 4096) gains from the narrower row tiles' extra CTAs.
+// The variant `gemm` runs for a shape: a pure function of (m, n, k).
 int pick_variant(int m, int n, int k) {
-  const bool small = n <= 4096 && k <= 4096;
-  if (m <= 8) return 0;
-  if (m <= 16) return 1;
-  if (m <= 32) return small ? 1 : 2;
-  if (m <= 64) return small ? 2 : 3;
-  return 4;
+  (void)k;
+  // Few column tiles (about half the multiprocessors or fewer) go to clusters of 2 CTAs, each on half the slices.
+  const int split = (n + 63) / 64 <= 72 ? 1 : 0;
+  if (m <= 8) return 3 + split;
+  if (m <= 16) return 5 + split;
+  if (m <= 32) return 7 + split;
+  if (m <= 64) return 9 + split;
+  return 2;
 }
 
 void check_k(int m, int n, int k) {

@@ -1,5 +1,5 @@
 #pragma once
-// Device helpers shared by the GEMM kernels: the tensor-core mma, 16-byte loads and cp.async copies, and the fixed
+// Device helpers shared by the GEMM kernels: the tensor-core mma, cp.async copies, the output store and the fixed
 // k slices that every GEMM configuration sums in the same order.
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/launch.cuh"
@@ -20,20 +20,6 @@ using ptx::mma;
 __device__ __forceinline__ void mma_block(float (&c)[4], const uint4& a_lo, const uint4& a_hi, const uint4& b) {
   mma(c, a_lo.x, a_hi.x, a_lo.y, a_hi.y, b.x, b.y);
   mma(c, a_lo.z, a_hi.z, a_lo.w, a_hi.w, b.z, b.w);
-}
-
-__device__ __forceinline__ uint4 load16(const uint16_t* p, bool valid) {
-  return valid ? __ldg(reinterpret_cast<const uint4*>(p)) : make_uint4(0, 0, 0, 0);
-}
-
-// Weights are read once: past L1, asking L2 to fetch the 256 bytes around each request.
-__device__ __forceinline__ uint4 load16_weights(const uint16_t* p, bool valid) {
-  uint4 v = make_uint4(0, 0, 0, 0);
-  if (valid)
-    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-  return v;
 }
 
 // Stores one output element: y (=|+=) v + bias.

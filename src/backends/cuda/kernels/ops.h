@@ -61,9 +61,9 @@ void gemm(const uint16_t* x, const uint16_t* w, const float* bias, float* y, int
           void* stream);
 
 // The same GEMM with its configuration forced (0 ≤ variant < gemm_variants()), for tests and benchmarks. A variant
-// with gemm_variant_has_gemm_bits gives the same bits as `gemm` and differs only in speed; the others (the Hopper
-// wgmma kernels, whose tensor-core steps take 16 consecutive k where mma.sync's take interleaved k) sum the same k
-// slices in the same order, so a row's bits still never depend on the other rows, but they round differently.
+// with gemm_variant_has_gemm_bits gives the same bits as `gemm` and differs only in speed; the others (the mma.sync
+// kernels, whose tensor-core steps take interleaved k where wgmma's take 16 consecutive k) sum the same k slices in
+// the same order, so a row's bits still never depend on the other rows, but they round differently.
 int gemm_variants();
 const char* gemm_variant_name(int variant);
 bool gemm_variant_has_gemm_bits(int variant);

@@ -1,0 +1,199 @@
+#pragma once
+// Hopper GEMM for few rows (1…64): the wgmma GEMM with the operands' roles swapped. The weight tile (64 output
+// columns × 64 k) is wgmma's A and the rows (TOK of them, padded with zeros) its B, so no tensor-core work is spent
+// on absent rows. A producer thread streams each tile's 64-wide k steps of w and x through a deep ring of
+// shared-memory stages (bulk tensor copies, 128-byte swizzle), and one consumer warpgroup multiplies them. Each k
+// slice of 1024 is summed from zero and added onto the running total in slice order, 16 consecutive k per
+// tensor-core step: the arithmetic of every element is that of the many-row wgmma kernel (gemm_wgmma.cuh).
+//
+// With SPLIT > 1 a cluster of SPLIT CTAs (on as many multiprocessors) shares one tile: CTA r takes the r-th run of
+// consecutive slices and keeps each slice's sum apart; CTA r − 1 hands it the total of the slices before its run
+// through distributed shared memory, it adds its slices onto that total in order and hands the result on. The sums
+// and their order are those of one CTA taking every slice.
+#include "backends/cuda/kernels/gemm_wgmma.cuh"
+
+namespace fs::cuda::kernels::gemm_detail {
+
+template <int TOK, int STAGES, int SPLIT>
+struct WgmmaRows {
+  static constexpr int kCols = 64, kStepK = 64, kStages = STAGES;
+  static constexpr int kThreads = 256;  // warpgroup 0: one producer thread; warpgroup 1 consumes
+  static constexpr int kStepsPerSlice = kSliceBlocks * 32 / kStepK;
+  static constexpr int kMaxRunSlices = 16;  // slices one CTA of a split cluster holds apart
+  static constexpr uint32_t kWeightBytes = kCols * kStepK * 2;
+  static constexpr uint32_t kStageBytes = kWeightBytes + TOK * kStepK * 2;
+  static constexpr int kFrag = TOK / 2;  // accumulator floats per consumer thread
+  static constexpr size_t kHandOffBytes = SPLIT > 1 ? size_t(kFrag) * 128 * sizeof(float) : 0;
+  static constexpr size_t kSmemBytes =
+      size_t(kStages) * kStageBytes + kHandOffBytes + (2 * kStages + 1) * sizeof(uint64_t) + 1024;
+  static_assert(TOK == 8 || TOK == 16 || TOK == 32 || TOK == 64, "row tiles of 8, 16, 32 or 64");
+  static_assert(kStageBytes % 1024 == 0, "swizzled tiles stay 1024-byte aligned");
+
+  __host__ __device__ static int slices(int k) { return (k + kSliceBlocks * 32 - 1) / (kSliceBlocks * 32); }
+  // The slices [run_begin(r), run_begin(r + 1)) of cluster CTA r.
+  __host__ __device__ static int run_begin(int slices, int r) { return slices * r / SPLIT; }
+};
+
+template <int TOK, int STAGES, int SPLIT>
+__global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(256, 1)
+    wgmma_rows_kernel(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_x,
+                      const float* bias, float* y, int M, int N, int K, bool accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using W = WgmmaRows<TOK, STAGES, SPLIT>;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = smem_raw + ((1024 - ptx::smem_addr(smem_raw) % 1024) % 1024);
+  float* hand_off = reinterpret_cast<float*>(smem + W::kStages * W::kStageBytes);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + W::kStages * W::kStageBytes + W::kHandOffBytes);
+  uint64_t* empty = full + W::kStages;
+  uint64_t* handed = empty + W::kStages;  // the total of the slices before this CTA's run has arrived
+  const int tiles = (N + W::kCols - 1) / W::kCols, steps = (K + W::kStepK - 1) / W::kStepK;
+  const int rank = SPLIT > 1 ? int(hopper::cluster_rank()) : 0;
+  const int slices = W::slices(K);
+  const int step_begin = W::run_begin(slices, rank) * W::kStepsPerSlice;
+  const int step_end = min(steps, W::run_begin(slices, rank + 1) * W::kStepsPerSlice);
+  const int first_tile = blockIdx.x / SPLIT, tile_stride = gridDim.x / SPLIT;
+
+  if (threadIdx.x == 0) {
+    hopper::prefetch_tensor_map(&map_w);
+    hopper::prefetch_tensor_map(&map_x);
+    for (int s = 0; s < W::kStages; ++s) {
+      hopper::mbar_init(&full[s], 1);
+      hopper::mbar_init(&empty[s], 4);  // lane 0 of each consumer warp
+    }
+    hopper::mbar_init(handed, 128);  // every thread of the previous CTA's consumer warpgroup
+    hopper::mbar_init_fence();
+  }
+  if constexpr (SPLIT > 1) hopper::cluster_sync();  // barriers exist before another CTA arrives on them
+  else __syncthreads();
+
+  if (threadIdx.x < 128) {
+    if (threadIdx.x != 0) return;
+    // The weights do not depend on earlier kernels: the first stages' weight copies start before the wait.
+    int stage = 0, issued = 0;
+    uint32_t phase = 0;
+    bool waited = false;
+    for (int tile = first_tile; tile < tiles; tile += tile_stride)
+      for (int step = step_begin; step < step_end; ++step) {
+        hopper::mbar_wait(&empty[stage], phase ^ 1);
+        uint8_t* st = smem + stage * W::kStageBytes;
+        hopper::mbar_arrive_expect_tx(&full[stage], W::kStageBytes);
+        hopper::tma_load_2d(st, &map_w, &full[stage], step * W::kStepK, tile * W::kCols);
+        if (!waited && (++issued == W::kStages || step == step_end - 1)) {
+          wait_for_previous_grid();
+          waited = true;
+          // Rows for the stages whose weights went ahead of the wait.
+          for (int back = issued - 1, s = stage, back_step = step; back >= 0; --back) {
+            hopper::tma_load_2d(smem + s * W::kStageBytes + W::kWeightBytes, &map_x, &full[s],
+                                back_step * W::kStepK, 0);
+            s = s == 0 ? W::kStages - 1 : s - 1;
+            --back_step;
+          }
+        } else if (waited) {
+          hopper::tma_load_2d(st + W::kWeightBytes, &map_x, &full[stage], step * W::kStepK, 0);
+        }
+        if (++stage == W::kStages) stage = 0, phase ^= 1;
+      }
+    return;
+  }
+
+  wait_for_previous_grid();  // `y` may be read (accumulate) and is written after earlier kernels
+  const int consumer = threadIdx.x - 128, warp = consumer / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  int stage = 0;
+  uint32_t phase = 0, handed_phase = 0;
+  float acc[W::kFrag], total[W::kFrag];
+  float run[SPLIT > 1 ? W::kMaxRunSlices : 1][W::kFrag];  // CTA r > 0: its slices' sums, added once the total comes
+  auto release = [&](int s) {
+    if (s >= 0 && lane == 0) hopper::mbar_arrive(&empty[s]);
+  };
+  for (int tile = first_tile; tile < tiles; tile += tile_stride) {
+#pragma unroll
+    for (int i = 0; i < W::kFrag; ++i) acc[i] = total[i] = 0.0f;
+    int pending = -1, held = 0;
+    for (int step = step_begin; step < step_end; ++step) {
+      hopper::mbar_wait(&full[stage], phase);
+      const uint8_t* st = smem + stage * W::kStageBytes;
+      const uint64_t a = hopper::smem_desc_sw128(st);
+      const uint64_t b = hopper::smem_desc_sw128(st + W::kWeightBytes);
+      const bool slice_start = step % W::kStepsPerSlice == 0;
+      hopper::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < W::kStepK / 16; ++kk)
+        hopper::wgmma_m64k16(acc, a + 2 * kk, b + 2 * kk, !(slice_start && kk == 0));
+      hopper::wgmma_commit();
+      if ((step + 1) % W::kStepsPerSlice == 0 || step == steps - 1) {
+        hopper::wgmma_wait<0>();
+        release(pending);
+        release(stage);
+        pending = -1;
+        if (rank == 0) {
+#pragma unroll
+          for (int i = 0; i < W::kFrag; ++i) total[i] += acc[i];
+        } else {
+#pragma unroll
+          for (int i = 0; i < W::kFrag; ++i) run[held][i] = acc[i];
+          ++held;
+        }
+      } else {
+        hopper::wgmma_wait<1>();
+        release(pending);
+        pending = stage;
+      }
+      if (++stage == W::kStages) stage = 0, phase ^= 1;
+    }
+    hopper::wgmma_wait<0>();
+    if constexpr (SPLIT > 1) {
+      if (rank > 0) {
+        hopper::mbar_wait_cluster(handed, handed_phase);
+        handed_phase ^= 1;
+#pragma unroll
+        for (int i = 0; i < W::kFrag; ++i) total[i] = hand_off[i * 128 + consumer];
+        for (int h = 0; h < held; ++h)
+#pragma unroll
+          for (int i = 0; i < W::kFrag; ++i) total[i] += run[h][i];
+      }
+      if (rank < SPLIT - 1) {
+#pragma unroll
+        for (int i = 0; i < W::kFrag; ++i)
+          hopper::cluster_store(hopper::cluster_address(&hand_off[i * 128 + consumer], rank + 1), total[i]);
+        hopper::cluster_arrive(hopper::cluster_address(handed, rank + 1));
+        continue;
+      }
+    }
+    // Element (column c of the tile, row r): D[c][r], so the tile's columns are wgmma's rows.
+    const int col0 = tile * W::kCols + warp * 16 + g;
+#pragma unroll
+    for (int j = 0; j < TOK / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = col0 + (e / 2) * 8, row = j * 8 + 2 * t + e % 2;
+        if (row < M && col < N) store_out(y, bias, N, row, col, total[j * 4 + e], accumulate);
+      }
+  }
+#else
+  __trap();  // built without sm_90a
+#endif
+}
+
+template <int TOK, int STAGES, int SPLIT>
+void launch_wgmma_rows(const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k,
+                       bool accumulate, void* stream) {
+  if (k == 0) return launch_tiled<4, 4, 2, 4, 2, 3>(x, w, bias, y, m, n, k, accumulate, stream);
+  using W = WgmmaRows<TOK, STAGES, SPLIT>;
+  // A cluster CTA holds at most kMaxRunSlices slices apart: longer k goes to the unsplit kernel.
+  if (SPLIT > 1 && W::slices(k) > SPLIT * W::kMaxRunSlices)
+    return launch_wgmma_rows<TOK, STAGES, 1>(x, w, bias, y, m, n, k, accumulate, stream);
+  // More rows than a tile holds (tests, benchmarks): tiles of TOK rows one after another, each row's bits unchanged.
+  for (; m > TOK; m -= TOK, x += size_t(TOK) * k, y += size_t(TOK) * n)
+    launch_wgmma_rows<TOK, STAGES, SPLIT>(x, w, bias, y, TOK, n, k, accumulate, stream);
+  auto kernel = wgmma_rows_kernel<TOK, STAGES, SPLIT>;
+  allow_shared_memory_once(kernel, unsigned(W::kSmemBytes), "gemm wgmma rows", true);
+  // One tile per cluster when split (the hand-off barrier counts one tile); persistent CTAs otherwise.
+  const int tiles = (n + W::kCols - 1) / W::kCols, per_sm = int(228 * 1024 / (W::kSmemBytes + 1024));
+  const int most = multiprocessors() * (per_sm > 0 ? per_sm : 1);
+  const int ctas = SPLIT > 1 ? tiles * SPLIT : (tiles < most ? tiles : most);
+  launch_overlapping_kernel("gemm wgmma rows", kernel, dim3(ctas), dim3(W::kThreads), unsigned(W::kSmemBytes), stream,
+                            wgmma_tensor_map(w, n, k, W::kCols), wgmma_tensor_map(x, m, k, TOK), bias, y, m, n, k,
+                            accumulate);
+}
+
+}  // namespace fs::cuda::kernels::gemm_detail
