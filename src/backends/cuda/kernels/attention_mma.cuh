@@ -1,12 +1,13 @@
 #pragma once
 // Tensor-core causal GQA attention over the paged KV cache (included by attention.cu only).
 //
-// A CTA owns one tile of up to 16 (row, head) pairs that share a kv head: consecutive rows × the heads of a group
-// (or 16 heads of a larger group). Rows of the tile that share a page table form one segment; a segment streams its
-// keys in blocks of 64 aligned to absolute position 0, in order, through a cp.async pipeline into shared memory.
-// Warp w owns keys 16w…16w+15 of every block and keeps its own online softmax: S = Q·Kᵀ and O += P·V with
+// A CTA owns TILES tiles of up to 16 (row, head) pairs that share a kv head: consecutive rows × the heads of a group
+// (or 16 heads of a larger group). Rows of the CTA that share a page table form one segment; a segment streams its
+// keys in blocks of 64 aligned to absolute position 0, in order, through a cp.async pipeline into shared memory that
+// all its tiles read. Each tile has four warps; warp w owns keys 16w…16w+15 of every block and keeps its own online
+// softmax: S = Q·Kᵀ and O += P·V with
 // mma.sync m16n8k16 (Q and P rounded to bf16, f32 accumulation, exp2 with the scale folded in). At the end the four
-// warp states are merged in the order w = 0…3. A row's keys at or past its key count are masked to -inf, so a block
+// warp states of a tile are merged in the order w = 0…3. A row's keys at or past its key count are masked to -inf, so a block
 // holding none of its keys changes nothing (correction 1, P = 0, and K/V past the segment's keys are zero-filled):
 // a row's bits depend only on its q, its keys and its key count, never on the rows sharing the tile or the call.
 #include "backends/cuda/kernels/common.cuh"
@@ -18,20 +19,21 @@
 namespace fs::cuda::kernels::attention_mma {
 
 constexpr int kBlockKeys = 64;  // keys per block, blocks start at absolute positions 0, 64, 128, …
-constexpr int kWarps = 4;       // warp w owns keys 16w…16w+15 of each block
-constexpr int kThreads = 32 * kWarps;
-constexpr int kTile = 16;  // (row, head) pairs per tile: the mma M dimension
+constexpr int kWarps = 4;       // warp w of a tile owns keys 16w…16w+15 of each block
+constexpr int kTile = 16;       // (row, head) pairs per tile: the mma M dimension
 
-template <int HD>
+template <int HD, int TILES>
 struct Layout {
+  static constexpr int kThreads = 32 * kWarps * TILES;
+  static constexpr int kSlots = kTile * TILES;  // (row, head) pairs per CTA
   static constexpr int kStride = HD + 8;  // padded shared row (bf16 elements): conflict-free ldmatrix
   static constexpr int kStages = HD > 128 ? 2 : 3;
-  static constexpr int kQElems = kTile * kStride;
+  static constexpr int kQElems = kSlots * kStride;
   static constexpr int kStageElems = 2 * kBlockKeys * kStride;  // K block, then V block
   static constexpr int kAccStride = HD + 8;                      // f32 row of one warp's partial output
   static constexpr int kWarpFloats = kTile * kAccStride + 2 * kTile;  // partial output, then m and l
   static constexpr size_t kKvBytes = size_t(kStages) * kStageElems * 2;
-  static constexpr size_t kMergeBytes = size_t(kWarps) * kWarpFloats * 4;
+  static constexpr size_t kMergeBytes = size_t(kWarps) * TILES * kWarpFloats * 4;
   static constexpr size_t kSmemBytes = kQElems * 2 + (kKvBytes > kMergeBytes ? kKvBytes : kMergeBytes);
 };
 
@@ -41,7 +43,7 @@ struct Params {
   PagedKv kv;
   int rows, heads, kv_heads, group;  // group: query heads per kv head
   int tile_heads, head_tiles;        // heads per tile (≤ 16) and tiles per group
-  int tile_rows;                     // rows per tile (tile_rows · tile_heads ≤ 16)
+  int tile_rows;                     // rows per CTA (tile_rows · tile_heads ≤ 16 · TILES)
   float scale_log2;                  // softmax scale · log2(e)
 };
 
@@ -55,17 +57,17 @@ using ptx::pack_bf16;
 
 // Queues the copies of key block b (keys b·64…b·64+63 of the segment's page table) into one stage; keys at or past
 // `keys` are zero-filled and their pages never read.
-template <int HD>
+template <int HD, int TILES>
 __device__ __forceinline__ void load_block(uint16_t* stage, const Params& p, const int32_t* table, int keys, int kvh,
                                            int b) {
-  using L = Layout<HD>;
+  using L = Layout<HD, TILES>;
   constexpr int kChunks = HD / 8;  // 16-byte chunks per key row
   const int P = p.kv.page_tokens;
   const size_t width = size_t(p.kv_heads) * HD;
   uint16_t* ks = stage;
   uint16_t* vs = stage + kBlockKeys * L::kStride;
 #pragma unroll 4
-  for (int c = threadIdx.x; c < kBlockKeys * kChunks; c += kThreads) {
+  for (int c = threadIdx.x; c < kBlockKeys * kChunks; c += L::kThreads) {
     const int key = c / kChunks, part = c % kChunks;
     const int j = b * kBlockKeys + key;
     const bool valid = j < keys;
@@ -76,15 +78,16 @@ __device__ __forceinline__ void load_block(uint16_t* stage, const Params& p, con
   }
 }
 
-template <int HD>
-__global__ void __launch_bounds__(kThreads) attention_kernel(Params p) {
+template <int HD, int TILES>
+__global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p) {
   wait_for_previous_grid();
-  using L = Layout<HD>;
+  using L = Layout<HD, TILES>;
   extern __shared__ __align__(16) uint16_t smem[];
   uint16_t* qs = smem;
   uint16_t* kv_smem = smem + L::kQElems;
   float* merge = reinterpret_cast<float*>(kv_smem);
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int tid = threadIdx.x, tile = tid / (32 * kWarps), warp = (tid / 32) % kWarps, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
   const int kvh = blockIdx.y / p.head_tiles, ht = blockIdx.y % p.head_tiles;
   const int head0 = kvh * p.group + ht * p.tile_heads;
   const int tile_heads = min(p.tile_heads, p.group - ht * p.tile_heads);
@@ -95,16 +98,17 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(Params p) {
     int seg_end = seg + 1, keys = p.kv.row_keys[seg];
     while (seg_end < row_end && p.kv.row_table[seg_end] == table_at) keys = max(keys, p.kv.row_keys[seg_end++]);
     const int32_t* table = p.kv.pages + table_at;
-    // Tile slot i ↔ row seg + i / tile_heads, head head0 + i % tile_heads; slots past `active` are padding.
+    // CTA slot i (tile i / 16) ↔ row seg + i / tile_heads, head head0 + i % tile_heads; slots past `active` are
+    // padding.
     const int active = (seg_end - seg) * tile_heads;
     const int blocks = (keys + kBlockKeys - 1) / kBlockKeys;
 
     for (int s = 0; s < L::kStages - 1; ++s) {
-      if (s < blocks) load_block<HD>(kv_smem + s * L::kStageElems, p, table, keys, kvh, s);
+      if (s < blocks) load_block<HD, TILES>(kv_smem + s * L::kStageElems, p, table, keys, kvh, s);
       copy_commit();
     }
     // Q tile → bf16 in shared memory (padding slots zero).
-    for (int e = tid; e < kTile * HD / 4; e += kThreads) {
+    for (int e = tid; e < L::kSlots * HD / 4; e += L::kThreads) {
       const int i = e / (HD / 4), d = (e % (HD / 4)) * 4;
       float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       if (i < active)
@@ -116,14 +120,14 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(Params p) {
     int row_keys[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int i = g + 8 * h;
+      const int i = tile * kTile + g + 8 * h;
       row_keys[h] = i < active ? p.kv.row_keys[seg + i / tile_heads] : 0;
     }
     __syncthreads();
     uint32_t qf[HD / 16][4];
 #pragma unroll
     for (int kk = 0; kk < HD / 16; ++kk)
-      ldmatrix_x4(qf[kk], qs + ((lane / 8) % 2 * 8 + lane % 8) * L::kStride + kk * 16 + (lane / 16) * 8);
+      ldmatrix_x4(qf[kk], qs + (tile * kTile + (lane / 8) % 2 * 8 + lane % 8) * L::kStride + kk * 16 + (lane / 16) * 8);
 
     float o[HD / 8][4];
 #pragma unroll
@@ -136,7 +140,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(Params p) {
       copy_wait<L::kStages - 2>();
       __syncthreads();
       const int next = b + L::kStages - 1;
-      if (next < blocks) load_block<HD>(kv_smem + (next % L::kStages) * L::kStageElems, p, table, keys, kvh, next);
+      if (next < blocks) load_block<HD, TILES>(kv_smem + (next % L::kStages) * L::kStageElems, p, table, keys, kvh, next);
       copy_commit();
       const uint16_t* ks = kv_smem + (b % L::kStages) * L::kStageElems + warp * 16 * L::kStride;
       const uint16_t* vs = ks + kBlockKeys * L::kStride;
@@ -189,13 +193,13 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(Params p) {
     copy_wait<0>();
     __syncthreads();
 
-    // Each warp's state → shared memory; then every output element merges the warps in order 0…3.
+    // Each warp's state → shared memory; then every output element merges its tile's warps in order 0…3.
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
       l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
     }
-    float* mine = merge + warp * L::kWarpFloats;
+    float* mine = merge + (tile * kWarps + warp) * L::kWarpFloats;
 #pragma unroll
     for (int n = 0; n < HD / 8; ++n)
 #pragma unroll
@@ -210,15 +214,16 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(Params p) {
       }
     }
     __syncthreads();
-    for (int e = tid; e < active * (HD / 2); e += kThreads) {
-      const int i = e / (HD / 2), d = (e % (HD / 2)) * 2;
+    for (int e = tid; e < active * (HD / 2); e += L::kThreads) {
+      const int slot = e / (HD / 2), d = (e % (HD / 2)) * 2, i = slot % kTile;
+      const float* warps = merge + (slot / kTile) * kWarps * L::kWarpFloats;
       float mt = -INFINITY;
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) mt = fmaxf(mt, merge[w * L::kWarpFloats + kTile * L::kAccStride + i]);
+      for (int w = 0; w < kWarps; ++w) mt = fmaxf(mt, warps[w * L::kWarpFloats + kTile * L::kAccStride + i]);
       float sum = 0.0f, o0 = 0.0f, o1 = 0.0f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) {
-        const float* st = merge + w * L::kWarpFloats;
+        const float* st = warps + w * L::kWarpFloats;
         const float mw = st[kTile * L::kAccStride + i];
         const float f = mw == -INFINITY ? 0.0f : exp2f(mw - mt);
         sum += st[kTile * L::kAccStride + kTile + i] * f;
@@ -228,7 +233,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(Params p) {
       }
       const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
       uint32_t* dst = reinterpret_cast<uint32_t*>(
-          p.out + (size_t(seg + i / tile_heads) * p.heads + head0 + i % tile_heads) * HD + d);
+          p.out + (size_t(seg + slot / tile_heads) * p.heads + head0 + slot % tile_heads) * HD + d);
       *dst = pack_bf16(o0 * inv, o1 * inv);
     }
     __syncthreads();
@@ -236,13 +241,20 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(Params p) {
   }
 }
 
-// Launches the kernel for head_dim HD; the grid depends on rows and the head shape only.
+// Launches the kernel for head_dim HD with TILES tiles per CTA; the grid depends on rows and the head shape only.
+template <int HD, int TILES>
+void launch_tiles(Params p, cudaStream_t stream) {
+  using L = Layout<HD, TILES>;
+  auto kernel = attention_kernel<HD, TILES>;
+  allow_shared_memory_once(kernel, unsigned(L::kSmemBytes), "attention");
+  p.tile_rows = TILES > 1 ? L::kSlots / p.tile_heads : 1;
+  dim3 grid((p.rows + p.tile_rows - 1) / p.tile_rows, p.kv_heads * p.head_tiles);
+  launch_overlapping_kernel("attention", kernel, grid, dim3(L::kThreads), unsigned(L::kSmemBytes), stream, p);
+}
+
 template <int HD>
 void launch(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, uint16_t* out,
             cudaStream_t stream) {
-  using L = Layout<HD>;
-  auto kernel = attention_kernel<HD>;
-  allow_shared_memory_once(kernel, unsigned(L::kSmemBytes), "attention");
   Params p{};
   p.q = q;
   p.out = out;
@@ -253,11 +265,11 @@ void launch(const float* q, int rows, HeadShape shape, const PagedKv& kv, float 
   p.group = shape.heads / shape.kv_heads;
   p.tile_heads = p.group < kTile ? p.group : kTile;
   p.head_tiles = (p.group + p.tile_heads - 1) / p.tile_heads;
-  // Many rows: fill the tile with consecutive rows (prefill); few rows (decode): one row per tile, more CTAs.
-  p.tile_rows = rows > 64 ? kTile / p.tile_heads : 1;
   p.scale_log2 = scale * 1.4426950408889634f;
-  dim3 grid((rows + p.tile_rows - 1) / p.tile_rows, shape.kv_heads * p.head_tiles);
-  launch_overlapping_kernel("attention", kernel, grid, dim3(kThreads), unsigned(L::kSmemBytes), stream, p);
+  // Many rows (prefill): several tiles of consecutive rows share each key block (fewer for wide heads, whose
+  // accumulators need more registers per thread); few rows (decode): one row per CTA.
+  if (rows > 64) launch_tiles<HD, HD <= 128 ? 4 : 2>(p, stream);
+  else launch_tiles<HD, 1>(p, stream);
 }
 
 }  // namespace fs::cuda::kernels::attention_mma
