@@ -5,6 +5,7 @@
 #include <cstring>
 #include <immintrin.h>
 
+#include "backends/cpu/exp8.h"
 #include "backends/cpu/matmul_kernels.h"
 #include "core/thread_pool.h"
 
@@ -45,7 +46,14 @@ void rmsnorm(const float* x, const float* weight, int rows, int dim, float eps, 
 }
 
 void swiglu(const float* gate, const float* up, size_t n, float* out) {
-  for (size_t i = 0; i < n; ++i) {
+  size_t i = 0;
+  const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = exp8(_mm256_xor_ps(g, sign));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) {
     float g = gate[i];
     out[i] = (g / (1.0f + std::exp(-g))) * up[i];
   }

@@ -18,7 +18,7 @@ void matmul(const float* x, int rows, const WeightMatrix& w, const float* bias, 
 size_t pack_for_matmul(std::span<WeightMatrix* const> matrices);
 // y = x / sqrt(mean(x²) + eps) · weight, over `rows` vectors of `dim`.
 void rmsnorm(const float* x, const float* weight, int rows, int dim, float eps, float* y);
-// out[i] = silu(gate[i]) · up[i].
+// out[i] = silu(gate[i]) · up[i], 8 at a time through exp8: the bits of the scalar formula with std::exp.
 void swiglu(const float* gate, const float* up, size_t n, float* out);
 // Rows of the embedding table for `ids`, as floats.
 void embedding(const WeightMatrix& table, const int32_t* ids, int n, float* out);
