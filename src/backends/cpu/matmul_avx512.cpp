@@ -34,8 +34,8 @@ constexpr int kFetchRows = 3;
 // half, so one shift and one mask give the two blocks as floats in the lanes of columns k + j and k + 16 + j.
 template <class W>  // const for reading, mutable for packing
 struct Panel {
-  W* base;  // the panel's first element
-  int rows;       // kPanelRows, or fewer in a matrix's last panel
+  W* base;   // the panel's first element
+  int rows;  // kPanelRows, or fewer in a matrix's last panel
   int K;
   // Columns packed in pairs of blocks (bf16 only), then one block of 16 when the pairs leave 16 or more.
   int paired() const { return sizeof(W) == 2 ? K / 32 * 32 : 0; }
