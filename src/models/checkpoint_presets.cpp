@@ -75,8 +75,7 @@ struct Qwen35Preset {
   int vision_depth, vision_hidden, vision_ffn;
 };
 
-// qwen3.5-27b has the real config's dimensions; qwen3.5-2b the model card's (where they come from, and which are
-// uncertain: docs/qwen3_5.md, "make-checkpoint presets").
+// Both have the real configs' dimensions (docs/qwen3_5.md, "make-checkpoint presets").
 const std::vector<Qwen35Preset>& qwen3_5_presets() {
   static const std::vector<Qwen35Preset> table = {
       {"qwen3.5-27b", 64, 5120, 24, 4, 17408, 16, 48, false, 27, 1152, 4304},
