@@ -46,17 +46,21 @@ void rmsnorm(const float* x, const float* weight, int rows, int dim, float eps, 
 }
 
 void swiglu(const float* gate, const float* up, size_t n, float* out) {
-  size_t i = 0;
   const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
-  for (; i + 8 <= n; i += 8) {
-    const __m256 g = _mm256_loadu_ps(gate + i);
+  auto eight = [&](const float* g8, const float* u8, float* o8) {
+    const __m256 g = _mm256_loadu_ps(g8);
     const __m256 e = exp8(_mm256_xor_ps(g, sign));
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
-  }
-  for (; i < n; ++i) {
-    float g = gate[i];
-    out[i] = (g / (1.0f + std::exp(-g))) * up[i];
-  }
+    _mm256_storeu_ps(o8, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(u8)));
+  };
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) eight(gate + i, up + i, out + i);
+  if (i == n) return;
+  // The last n % 8 through the same lanes, so every element's bits are exp8's wherever it sits.
+  float g8[8] = {}, u8[8] = {}, o8[8];
+  std::copy(gate + i, gate + n, g8);
+  std::copy(up + i, up + n, u8);
+  eight(g8, u8, o8);
+  std::copy(o8, o8 + (n - i), out + i);
 }
 
 void embedding(const WeightMatrix& table, const int32_t* ids, int n, float* out) {
