@@ -93,6 +93,17 @@ void FakeNccl::fail_next_collective(int rank, ncclResult_t result) {
   failures_[rank] = result;
 }
 
+void FakeNccl::hang_next_collective(int rank) {
+  std::lock_guard lock(mutex_);
+  hangs_[rank] = true;
+}
+
+void FakeNccl::set_async_error(int rank, ncclResult_t result) {
+  std::lock_guard lock(mutex_);
+  for (auto& [handle, comm] : comms_)
+    if (comm->rank == rank) comm->async_error = result;
+}
+
 std::vector<std::string> FakeNccl::calls(int rank) const {
   std::lock_guard lock(mutex_);
   auto it = calls_.find(rank);
@@ -155,7 +166,10 @@ ncclResult_t FakeNccl::destroy(ncclComm_t comm, const char* symbol) {
   Comm* c = find(comm);
   if (!c) return ncclInvalidArgument;
   record(c->rank, symbol);
-  comms_.erase(comm);
+  auto node = comms_.extract(comm);
+  node.mapped()->closed = true;
+  closed_comms_.push_back(std::move(node.mapped()));
+  arrived_.notify_all();
   return ncclSuccess;
 }
 
@@ -175,6 +189,10 @@ ncclResult_t FakeNccl::collective(const char* symbol, ncclComm_t comm, const voi
   if (type != ncclFloat32) return ncclInvalidArgument;
   const int rank = c->rank;
   record(rank, std::string(symbol) + " " + std::to_string(count));
+  if (hangs_.erase(rank)) {
+    if (!arrived_.wait_for(lock, peer_wait_, [&] { return c->closed; })) return ncclInternalError;
+    return ncclSuccess;
+  }
   Clique& clique = *c->clique;
   Round& round = clique.rounds[c->next_round++];
   if (round.arrived == 0) {
@@ -212,7 +230,7 @@ ncclResult_t FakeNccl::collective(const char* symbol, ncclComm_t comm, const voi
     round.done = true;
     arrived_.notify_all();
   }
-  if (!arrived_.wait_for(lock, peer_wait_, [&] { return round.done || round.failure != ncclSuccess; }))
+  if (!arrived_.wait_for(lock, peer_wait_, [&] { return round.done || round.failure != ncclSuccess || c->closed; }))
     return ncclInternalError;
   if (round.failure == ncclSuccess) return ncclSuccess;
   c->async_error = round.failure == ncclInvalidUsage ? ncclInvalidUsage : ncclRemoteError;

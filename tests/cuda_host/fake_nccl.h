@@ -2,8 +2,10 @@
 // A fake NCCL for host tests: N ranks in one process whose buffers are host memory. Each rank calls from its own
 // thread; a collective blocks until every rank of the clique has made its matching call (the k-th collective of each
 // rank), then runs on the host and returns. Calls are recorded per rank in order, and a rank can be made to fail its
-// next collective: it returns the error and its peers' matching calls return ncclRemoteError. Cliques are made whole by
-// ncclCommInitAll, or rank by rank with ncclCommInitRank on an id from ncclGetUniqueId.
+// next collective: it returns the error and its peers' matching calls return ncclRemoteError, or to hang in it until its
+// communicator is aborted. A collective waiting when its communicator is aborted returns ncclSuccess, as an aborted
+// NCCL kernel ends without an error. Cliques are made whole by ncclCommInitAll, or rank by rank with ncclCommInitRank
+// on an id from ncclGetUniqueId.
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -29,6 +31,11 @@ class FakeNccl {
   void set_peer_wait(std::chrono::milliseconds wait);
   // Rank `rank`'s next collective returns `result` (of any clique).
   void fail_next_collective(int rank, ncclResult_t result = ncclUnhandledCudaError);
+  // Rank `rank`'s next collective never meets its peers: it waits until its communicator is aborted (or the peer
+  // wait passes, then ncclInternalError).
+  void hang_next_collective(int rank);
+  // Rank `rank`'s live communicators record `result` as their asynchronous error (ncclCommGetAsyncError).
+  void set_async_error(int rank, ncclResult_t result);
   // Symbols called by rank `rank`'s communicators, in order, with the element count of collectives ("ncclAllGather 6").
   std::vector<std::string> calls(int rank) const;
   std::size_t live_comms() const;
@@ -41,6 +48,7 @@ class FakeNccl {
     int rank;
     std::size_t next_round = 0;
     ncclResult_t async_error = ncclSuccess;
+    bool closed = false;  // destroyed or aborted; kept alive for calls still waiting on it
   };
   ncclResult_t unique_id(ncclUniqueId* id);
   ncclResult_t init_rank(ncclComm_t* comm, int ranks, const ncclUniqueId& id, int rank);
@@ -61,6 +69,8 @@ class FakeNccl {
   std::vector<std::unique_ptr<Clique>> cliques_;
   std::map<std::string, Clique*> cliques_by_id_;
   std::map<ncclComm_t, std::unique_ptr<Comm>> comms_;
+  std::vector<std::unique_ptr<Comm>> closed_comms_;
+  std::map<int, bool> hangs_;
   std::map<int, std::vector<std::string>> calls_;
   std::map<int, ncclResult_t> failures_;
   std::chrono::milliseconds peer_wait_{10000};

@@ -2,9 +2,12 @@
 // comes back naming it after every rank has finished.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "backends/cuda/host/rank_workers.h"
 #include "core/error.h"
@@ -62,6 +65,25 @@ TEST(RankWorkers, ARankThatStoppedForAPeerIsNotTheOneReported) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "tensor-parallel rank 2 of 3: out of memory");
   }
+}
+
+// The watch runs on the caller's thread with the ranks still running, and can release a stuck rank.
+TEST(RankWorkers, AWatchSeesTheRanksStillRunningAndCanReleaseThem) {
+  RankWorkers workers(3);
+  std::atomic<bool> released{false};
+  std::vector<std::vector<int>> seen;
+  workers.run(
+      [&](int r) {
+        if (r == 1)
+          while (!released) std::this_thread::yield();
+      },
+      std::chrono::milliseconds(1), [&](const std::vector<int>& unfinished) {
+        seen.push_back(unfinished);
+        if (unfinished == std::vector<int>{1}) released = true;
+      });
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back(), std::vector<int>{1});
+  for (const auto& ranks : seen) EXPECT_NE(std::find(ranks.begin(), ranks.end(), 1), ranks.end());
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ bool stopped_for_peer(const std::exception_ptr& error) {
 
 }  // namespace
 
-RankWorkers::RankWorkers(int ranks) : errors_(size_t(ranks)) {
+RankWorkers::RankWorkers(int ranks) : running_(size_t(ranks), false), errors_(size_t(ranks)) {
   for (int r = 0; r < ranks; ++r) threads_.emplace_back([this, r] { loop(r); });
 }
 
@@ -33,15 +33,27 @@ RankWorkers::~RankWorkers() {
   for (auto& t : threads_) t.join();
 }
 
-void RankWorkers::run(const std::function<void(int)>& job) {
+void RankWorkers::run(const std::function<void(int)>& job) { run(job, std::chrono::milliseconds(0), nullptr); }
+
+void RankWorkers::run(const std::function<void(int)>& job, std::chrono::milliseconds period, const Watch& watch) {
   std::unique_lock<std::mutex> lock(mutex_);
   job_ = &job;
   pending_ = ranks();
+  std::fill(running_.begin(), running_.end(), true);
   std::fill(errors_.begin(), errors_.end(), nullptr);
   failed_.clear();
   ++generation_;
   start_.notify_all();
-  finished_.wait(lock, [&] { return pending_ == 0; });
+  const auto done = [&] { return pending_ == 0; };
+  if (!watch) finished_.wait(lock, done);
+  while (watch && !finished_.wait_for(lock, period, done)) {
+    std::vector<int> unfinished;
+    for (int r = 0; r < ranks(); ++r)
+      if (running_[size_t(r)]) unfinished.push_back(r);
+    lock.unlock();
+    watch(unfinished);
+    lock.lock();
+  }
   job_ = nullptr;
   if (failed_.empty()) return;
   int first = failed_.front();
@@ -70,6 +82,7 @@ void RankWorkers::loop(int rank) {
       error = std::current_exception();
     }
     lock.lock();
+    running_[size_t(rank)] = false;
     if (error) {
       errors_[size_t(rank)] = error;
       failed_.push_back(rank);

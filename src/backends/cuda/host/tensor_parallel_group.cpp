@@ -41,24 +41,40 @@ TensorParallelGroup::~TensorParallelGroup() {
 }
 
 void TensorParallelGroup::all_reduce(int rank, float* buffer, float* gathered, std::size_t n, CUstream stream) const {
-  admit(rank, true);
-  check_rank(nccl().all_gather(buffer, gathered, n, ncclFloat32, comms_[std::size_t(rank)], stream),
-             nccl_symbol::all_gather, rank);
+  const ncclComm_t comm = admit(rank, true);
+  check_rank(nccl().all_gather(buffer, gathered, n, ncclFloat32, comm, stream), nccl_symbol::all_gather, rank);
   rank_sum_(gathered, ranks(), n, buffer, stream);
 }
 
 void TensorParallelGroup::all_gather(int rank, const float* send, float* gathered, std::size_t n,
                                      CUstream stream) const {
-  admit(rank, true);
-  check_rank(nccl().all_gather(send, gathered, n, ncclFloat32, comms_[std::size_t(rank)], stream),
-             nccl_symbol::all_gather, rank);
+  const ncclComm_t comm = admit(rank, true);
+  check_rank(nccl().all_gather(send, gathered, n, ncclFloat32, comm, stream), nccl_symbol::all_gather, rank);
 }
 
 void TensorParallelGroup::check(int rank) const {
-  admit(rank, false);
+  const ncclComm_t comm = admit(rank, false);
   ncclResult_t error = ncclSuccess;
-  check_rank(nccl().comm_get_async_error(comms_[std::size_t(rank)], &error), nccl_symbol::comm_get_async_error, rank);
+  check_rank(nccl().comm_get_async_error(comm, &error), nccl_symbol::comm_get_async_error, rank);
   check_rank(error, "NCCL communicator", rank);
+}
+
+std::string TensorParallelGroup::async_error() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!aborted_.empty()) return {};
+  for (int rank = 0; rank < ranks(); ++rank) {
+    ncclResult_t error = ncclSuccess;
+    const ncclResult_t result = nccl().comm_get_async_error(comms_[std::size_t(rank)], &error);
+    if (result == ncclSuccess && error == ncclSuccess) continue;
+    try {
+      check_nccl(result != ncclSuccess ? result : error,
+                 result != ncclSuccess ? nccl_symbol::comm_get_async_error : "NCCL communicator",
+                 rank_name(rank, ranks()));
+    } catch (const Error& e) {
+      return e.what();
+    }
+  }
+  return {};
 }
 
 void TensorParallelGroup::begin_pass() {
@@ -116,15 +132,17 @@ bool TensorParallelGroup::aborted() const {
   return !aborted_.empty();
 }
 
-void TensorParallelGroup::admit(int rank, bool counting) const {
+ncclComm_t TensorParallelGroup::admit(int rank, bool counting) const {
   if (rank < 0 || rank >= ranks()) throw Error("tensor-parallel rank " + std::to_string(rank) + " out of range");
   std::lock_guard<std::mutex> lock(mutex_);
   if (!aborted_.empty())
     throw Error(rank_name(rank, ranks()) + ": the tensor-parallel group was stopped after a failure (" + aborted_ + ")");
-  if (!counting) return;
-  if (failed_rank_ >= 0)
-    throw RankStopped(rank_name(rank, ranks()) + " stopped: " + rank_name(failed_rank_, ranks()) + " failed");
-  ++issued_[std::size_t(rank)];
+  if (counting) {
+    if (failed_rank_ >= 0)
+      throw RankStopped(rank_name(rank, ranks()) + " stopped: " + rank_name(failed_rank_, ranks()) + " failed");
+    ++issued_[std::size_t(rank)];
+  }
+  return comms_[std::size_t(rank)];
 }
 
 // A peer's failure (ncclRemoteError) is a RankStopped, so the pass reports the rank that failed itself.

@@ -46,6 +46,9 @@ class TensorParallelGroup {
   // Throws fs::Error naming the rank if its communicator has recorded an asynchronous error (a peer failed, a kernel
   // faulted); call after synchronizing the rank's stream.
   void check(int rank) const;
+  // The first asynchronous error a communicator has recorded, as "rank R of N: <NCCL's text> (n)"; empty when none or
+  // once the group is aborted. Safe while ranks are issuing collectives.
+  std::string async_error() const;
 
   // A pass is one job run by every rank together (tensor_parallel_pass.h). begin_pass forgets the last pass's failed
   // rank; throws fs::Error once the group is aborted.
@@ -67,8 +70,9 @@ class TensorParallelGroup {
  private:
   // check_nccl, marking the group failed first when `result` is an error.
   void check_rank(ncclResult_t result, const char* call, int rank) const;
-  // Throws when the group is aborted or (counting) when a peer failed in this pass; else counts one collective.
-  void admit(int rank, bool counting) const;
+  // Throws when the group is aborted or (counting) when a peer failed in this pass; else counts one collective and
+  // returns the rank's communicator.
+  ncclComm_t admit(int rank, bool counting) const;
 
   std::vector<int> devices_;
   RankSumLaunch rank_sum_;

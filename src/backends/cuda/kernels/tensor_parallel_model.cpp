@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backends/cuda/host/device.h"
+#include "backends/cuda/host/pass_watchdog.h"
 #include "backends/cuda/host/rank_workers.h"
 #include "backends/cuda/host/tensor_parallel_group.h"
 #include "backends/cuda/host/tensor_parallel_pass.h"
@@ -33,7 +34,11 @@ class TensorParallelModel final : public Model {
  public:
   TensorParallelModel(const ModelConfig& c, std::shared_ptr<Checkpoint> ck, int ranks,
                       const cuda::SyntheticSpread* spread)
-      : config_(c), program_(model_program(c, ck.get())), workers_(ranks), runners_(size_t(ranks)) {
+      : config_(c),
+        program_(model_program(c, ck.get())),
+        deadline_(cuda::pass_deadline_from_env()),
+        workers_(ranks),
+        runners_(size_t(ranks)) {
     std::vector<int> devices = first_devices(ranks);
     const TensorParallelPlan plan = tensor_parallel_plan(program_, ranks);
     setenv("NCCL_NVLS_ENABLE", "0", 0);  // NVLink multicast off unless the user asks for it
@@ -154,11 +159,12 @@ class TensorParallelModel final : public Model {
   size_t state_share(const KvPool& pool) const { return pool.state_floats() / runners_.size(); }
 
   void on_all(const std::function<void(Model&, int)>& job) {
-    cuda::run_tensor_parallel(workers_, *group_, [&](int r) { job(*runners_[size_t(r)], r); });
+    cuda::run_tensor_parallel(workers_, *group_, [&](int r) { job(*runners_[size_t(r)], r); }, deadline_);
   }
 
   ModelConfig config_;
   ModelProgram program_;
+  cuda::PassDeadline deadline_;
   cuda::RankWorkers workers_;
   std::unique_ptr<cuda::TensorParallelGroup> group_;
   std::vector<std::unique_ptr<Model>> runners_;
