@@ -50,7 +50,7 @@ Engine::Engine(Model& model, EngineOptions options) : model_(model), options_(op
   const SequenceMemorySpec spec = model_.memory_spec();
   state_slots_ = spec.has_state();
   if (options_.draft_tree < 1) throw Error("--draft-tree must be ≥ 1");
-  if (options_.draft_tree > 1 && options_.drafter && (!model_.supports_row_parents() || !model_.kv_on_host())) {
+  if (options_.draft_tree > 1 && options_.drafter && !model_.supports_row_parents()) {
     std::fprintf(stderr, "foldserve: draft trees are off for %s on the %s: its forward has no row parents; drafting "
                  "chains\n", model_.config().architecture.c_str(), model_.device_name());
     options_.draft_tree = 1;

@@ -10,7 +10,6 @@
 #include "engine/stream.h"
 #include "models/kv_pool.h"
 #include "models/model.h"
-#include "models/paged_attention.h"
 
 namespace fs {
 
@@ -84,7 +83,7 @@ void Engine::draft(const std::vector<Stream*>& order) {
 }
 
 void Engine::move_tree_row(Stream& s, int from, int to) {
-  if (from != to) move_paged_kv(*pool_, s.pages, from, to);
+  if (from != to) model_.move_kv_row(*pool_, s.pages, from, to);
 }
 
 void Engine::accept_window(Stream& s, const RoundItem& it, SampledForward& out, size_t& row,

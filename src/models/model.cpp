@@ -4,11 +4,16 @@
 
 #include "core/error.h"
 #include "models/kv_pool.h"
+#include "models/paged_attention.h"
 
 namespace fs {
 
 void Model::copy_kv_positions(KvPool& pool, int32_t from, int32_t to, int positions) {
   pool.copy_positions(from, to, positions);
+}
+
+void Model::move_kv_row(KvPool& pool, std::span<const int32_t> pages, int from, int to) {
+  move_paged_kv(pool, pages, from, to);
 }
 
 SampledForward Model::forward_sampled(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,

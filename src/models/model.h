@@ -106,6 +106,9 @@ class Model {
   virtual void copy_kv_positions(KvPool& pool, int32_t from, int32_t to, int positions);
   virtual void save_kv_page(KvPool& pool, int32_t page, float* dst);
   virtual void load_kv_page(KvPool& pool, int32_t page, const float* src);
+  // Moves one position's K/V within a stream's pages, from position `from` to `to` (a kept tree row to its chain
+  // position); a device backend overrides it to act on its own K/V.
+  virtual void move_kv_row(KvPool& pool, std::span<const int32_t> pages, int from, int to);
   // A state slot's recurrent state to and from host floats (the spec's state_floats), for prompt-cache snapshots.
   virtual void save_state(KvPool& pool, int32_t slot, float* dst);
   virtual void load_state(KvPool& pool, int32_t slot, const float* src);

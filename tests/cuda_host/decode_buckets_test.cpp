@@ -65,6 +65,9 @@ TEST(DecodeBuckets, PaddedRowsWriteOnlyTheReservedPage) {
     EXPECT_EQ(p.pages[size_t(p.table[r])], 99);
     EXPECT_EQ(p.rope_positions[size_t(r) * 3], 0);
   }
+  ASSERT_EQ(p.tree.size(), 8u);
+  ASSERT_EQ(p.parent.size(), 8u);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(p.tree[size_t(r)], 0) << "row " << r << " is not a tree row";
   for (int r = 0; r < 8; ++r) EXPECT_EQ(p.logits[r], r);
 }
 
@@ -86,9 +89,11 @@ TEST(DecodeBuckets, LayoutIsFixedPerBucketWithPagesLast) {
     EXPECT_EQ(m.slot, B);
     EXPECT_EQ(m.keys, 2 * B);
     EXPECT_EQ(m.table, 3 * B);
-    EXPECT_EQ(m.logits, 4 * B);
-    EXPECT_EQ(m.sample, 5 * B);
-    EXPECT_EQ(m.cos, 5 * B + 6 * B);
+    EXPECT_EQ(m.tree, 4 * B);
+    EXPECT_EQ(m.parent, 5 * B);
+    EXPECT_EQ(m.logits, 6 * B);
+    EXPECT_EQ(m.sample, 7 * B);
+    EXPECT_EQ(m.cos, 7 * B + 6 * B);
     EXPECT_EQ(m.sin, m.cos + 64 * B);
     EXPECT_EQ(m.pages, m.sin + 64 * B);
     EXPECT_EQ(m.words(10), m.pages + 10);
@@ -96,7 +101,7 @@ TEST(DecodeBuckets, LayoutIsFixedPerBucketWithPagesLast) {
     EXPECT_LE(m.pages, meta_layout(kMaxDecodeBucket, kMaxDecodeBucket, 64, 6).pages);
   }
   const MetaLayout e = meta_layout(7, 2, 32, 6);
-  EXPECT_EQ(e.sample, 4u * 7 + 2);
+  EXPECT_EQ(e.sample, 6u * 7 + 2);
   EXPECT_EQ(e.cos, e.sample + 12);
 }
 

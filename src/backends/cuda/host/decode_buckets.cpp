@@ -33,6 +33,8 @@ void pad_decode_rows(PassRows& p, int bucket, int32_t dummy_page, int page_token
     p.logits.push_back(r);
     for (int s = 0; s < 3; ++s) p.rope_positions.push_back(0);
   }
+  p.tree.resize(size_t(bucket), 0);  // decode rounds hold no tree rows
+  p.parent.resize(size_t(bucket), -1);
   p.rows = bucket;
 }
 
@@ -43,7 +45,9 @@ MetaLayout meta_layout(int rows, int logit_rows, int half_dim, int sample_words)
   m.slot = m.tokens + T;
   m.keys = m.slot + T;
   m.table = m.keys + T;
-  m.logits = m.table + T;
+  m.tree = m.table + T;
+  m.parent = m.tree + T;
+  m.logits = m.parent + T;
   m.sample = m.logits + R;
   m.cos = m.sample + R * size_t(sample_words);
   m.sin = m.cos + T * size_t(half_dim);

@@ -19,6 +19,9 @@ int decode_bucket_index(int bucket);
 struct PassRows {
   int rows = 0;
   std::vector<int32_t> tokens, slot, keys, table, logits, pages;
+  // Tree rows (SequenceChunk::row_parents): tree = the chunk's start_pos + 1 (0 for other rows), parent = the parent
+  // row in the pass, or -1 when the row follows the committed positions directly.
+  std::vector<int32_t> tree, parent;
   std::vector<int> rope_positions;  // 3 per row (t, h, w)
 };
 
@@ -31,7 +34,8 @@ void pad_decode_rows(PassRows& p, int bucket, int32_t dummy_page, int page_token
 // row and `sample_words` words of sampling request per logit row. Page tables come last, so an upload stops after
 // the entries in use and their capacity never moves anything else.
 struct MetaLayout {
-  size_t tokens = 0, slot = 0, keys = 0, table = 0, logits = 0, sample = 0, cos = 0, sin = 0, pages = 0;
+  size_t tokens = 0, slot = 0, keys = 0, table = 0, tree = 0, parent = 0, logits = 0, sample = 0, cos = 0, sin = 0,
+         pages = 0;
   size_t words(size_t page_entries) const { return pages + page_entries; }
 };
 MetaLayout meta_layout(int rows, int logit_rows, int half_dim, int sample_words);

@@ -64,7 +64,7 @@ __global__ void plain_attention_kernel(const float* q, HeadShape shape, PagedKv 
   const float* qh = q + (size_t(r) * shape.heads + h) * hd;
   for (int d = lane; d < hd; d += 32) qs[d] = qh[d];
   __syncwarp();
-  const int n = kv.row_keys[r], P = kv.page_tokens;
+  const int n = kv.row_keys[r];
   const int32_t* table = kv.pages + kv.row_table[r];
   float m = -INFINITY, l = 0.0f, acc[kPerLane];
 #pragma unroll
@@ -74,7 +74,7 @@ __global__ void plain_attention_kernel(const float* q, HeadShape shape, PagedKv 
     float score = -INFINITY;
     size_t slot = 0;
     if (j < n) {
-      slot = size_t(table[j / P]) * P + size_t(j % P);
+      slot = key_slot(kv, r, table, j);
       const __nv_bfloat162* k2 = reinterpret_cast<const __nv_bfloat162*>(kv.keys + slot * kv_width + size_t(g) * hd);
       float dot = 0.0f;
       for (int d = 0; d < hd / 2; ++d) {

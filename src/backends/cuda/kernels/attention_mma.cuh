@@ -14,6 +14,7 @@
 #include "backends/cuda/kernels/launch.cuh"
 #include "backends/cuda/kernels/mma_ptx.cuh"
 #include "backends/cuda/kernels/online_softmax.cuh"
+#include "backends/cuda/kernels/paged_keys.cuh"
 #include "backends/cuda/kernels/ops.h"
 
 namespace fs::cuda::kernels::attention_mma {
@@ -58,11 +59,10 @@ using ptx::pack_bf16;
 // Queues the copies of key block b (keys b·64…b·64+63 of the segment's page table) into one stage; keys at or past
 // `keys` are zero-filled and their pages never read.
 template <int HD, int TILES>
-__device__ __forceinline__ void load_block(uint16_t* stage, const Params& p, const int32_t* table, int keys, int kvh,
-                                           int b) {
+__device__ __forceinline__ void load_block(uint16_t* stage, const Params& p, int row, const int32_t* table, int keys,
+                                           int kvh, int b) {
   using L = Layout<HD, TILES>;
   constexpr int kChunks = HD / 8;  // 16-byte chunks per key row
-  const int P = p.kv.page_tokens;
   const size_t width = size_t(p.kv_heads) * HD;
   uint16_t* ks = stage;
   uint16_t* vs = stage + kBlockKeys * L::kStride;
@@ -72,7 +72,7 @@ __device__ __forceinline__ void load_block(uint16_t* stage, const Params& p, con
     const int j = b * kBlockKeys + key;
     const bool valid = j < keys;
     size_t at = 0;
-    if (valid) at = (size_t(table[j / P]) * P + size_t(j % P)) * width + size_t(kvh) * HD + size_t(part) * 8;
+    if (valid) at = key_slot(p.kv, row, table, j) * width + size_t(kvh) * HD + size_t(part) * 8;
     copy16(ks + key * L::kStride + part * 8, p.kv.keys + at, valid);
     copy16(vs + key * L::kStride + part * 8, p.kv.values + at, valid);
   }
@@ -96,7 +96,10 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
   for (int seg = row_begin; seg < row_end;) {
     const int table_at = p.kv.row_table[seg];
     int seg_end = seg + 1, keys = p.kv.row_keys[seg];
-    while (seg_end < row_end && p.kv.row_table[seg_end] == table_at) keys = max(keys, p.kv.row_keys[seg_end++]);
+    // A tree row reads its own ancestors' keys, so it is a segment of its own.
+    if (!is_tree_row(p.kv, seg))
+      while (seg_end < row_end && p.kv.row_table[seg_end] == table_at && !is_tree_row(p.kv, seg_end))
+        keys = max(keys, p.kv.row_keys[seg_end++]);
     const int32_t* table = p.kv.pages + table_at;
     // CTA slot i (tile i / 16) ↔ row seg + i / tile_heads, head head0 + i % tile_heads; slots past `active` are
     // padding.
@@ -104,7 +107,7 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
     const int blocks = (keys + kBlockKeys - 1) / kBlockKeys;
 
     for (int s = 0; s < L::kStages - 1; ++s) {
-      if (s < blocks) load_block<HD, TILES>(kv_smem + s * L::kStageElems, p, table, keys, kvh, s);
+      if (s < blocks) load_block<HD, TILES>(kv_smem + s * L::kStageElems, p, seg, table, keys, kvh, s);
       copy_commit();
     }
     // Q tile → bf16 in shared memory (padding slots zero).
@@ -140,7 +143,8 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
       copy_wait<L::kStages - 2>();
       __syncthreads();
       const int next = b + L::kStages - 1;
-      if (next < blocks) load_block<HD, TILES>(kv_smem + (next % L::kStages) * L::kStageElems, p, table, keys, kvh, next);
+      if (next < blocks)
+        load_block<HD, TILES>(kv_smem + (next % L::kStages) * L::kStageElems, p, seg, table, keys, kvh, next);
       copy_commit();
       const uint16_t* ks = kv_smem + (b % L::kStages) * L::kStageElems + warp * 16 * L::kStride;
       const uint16_t* vs = ks + kBlockKeys * L::kStride;

@@ -161,6 +161,8 @@ class CudaModel final : public Model {
   bool samples_on_device() const override { return config_.vocab_size <= k::kMaxSampleVocab; }
   // The few-row GEMMs stream each weight once for up to this many rows.
   int cheap_round_rows() const override { return 16; }
+  // Tree rows attend along their parents (attention's PagedKv::row_tree); recurrent layers run rows in order.
+  bool supports_row_parents() const override { return !has_state(); }
 
   SampledForward forward_sampled(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
                                  KvPool& pool) override {
@@ -180,6 +182,17 @@ class CudaModel final : public Model {
       for (int side = 0; side < 2; ++side)
         FS_CU(memcpy_dtod_async, side_base(l, side) + size_t(to) * page_tokens_ * row_bytes(),
               side_base(l, side) + size_t(from) * page_tokens_ * row_bytes(), n, stream_.handle());
+  }
+
+  void move_kv_row(KvPool& pool, std::span<const int32_t> pages, int from, int to) override {
+    ensure_pool(pool);
+    const int P = page_tokens_;
+    const size_t at_from = size_t(pages[size_t(from / P)]) * P + size_t(from % P);
+    const size_t at_to = size_t(pages[size_t(to / P)]) * P + size_t(to % P);
+    for (int l = 0; l < kv_layers(); ++l)
+      for (int side = 0; side < 2; ++side)
+        FS_CU(memcpy_dtod_async, side_base(l, side) + at_to * row_bytes(), side_base(l, side) + at_from * row_bytes(),
+              row_bytes(), stream_.handle());
   }
 
   void save_kv_page(KvPool& pool, int32_t page, float* dst) override {
@@ -293,8 +306,9 @@ class CudaModel final : public Model {
       }
       for (int32_t page : ch.pages)
         if (page < 0 || size_t(page) * size_t(P) >= pool_slots_) throw Error("KV page id outside the pool");
-      const int32_t table = int32_t(p.pages.size());
+      const int32_t table = int32_t(p.pages.size()), first_row = p.rows;
       p.pages.insert(p.pages.end(), ch.pages.begin(), ch.pages.end());
+      const std::vector<int> depth = row_depths(ch);
       for (const ChunkRow& row : chunk_rows(ch, config_)) {
         if (row.logits) p.logits.push_back(p.rows);
         else p.decode_only = false;
@@ -302,11 +316,15 @@ class CudaModel final : public Model {
           p.image_rows.emplace_back(p.rows, row.image);
           p.decode_only = false;
         }
-        const int pos = row.position;
+        const int pos = row.position, i = p.rows - first_row;
+        const bool tree = !ch.row_parents.empty();
         p.tokens.push_back(row.token);
         p.slot.push_back(ch.pages[size_t(pos / P)] * P + pos % P);
-        p.keys.push_back(pos + 1);
+        p.keys.push_back(tree ? ch.start_pos + depth[size_t(i)] + 1 : pos + 1);
         p.table.push_back(table);
+        p.tree.push_back(tree ? ch.start_pos + 1 : 0);
+        const int32_t parent = tree ? ch.row_parents[size_t(i)] : -1;
+        p.parent.push_back(parent < 0 ? -1 : first_row + parent);
         p.rope_positions.insert(p.rope_positions.end(), row.rope, row.rope + 3);
         ++p.rows;
       }
@@ -423,6 +441,8 @@ class CudaModel final : public Model {
     put(L.slot, p.slot);
     put(L.keys, p.keys);
     put(L.table, p.table);
+    put(L.tree, p.tree);
+    put(L.parent, p.parent);
     put(L.logits, p.logits);
     put(L.pages, p.pages);
     for (size_t r = 0; r < rows.size(); ++r) {
@@ -449,7 +469,7 @@ class CudaModel final : public Model {
   // sampler writes one id (or -1) per logit row. Eager passes may also upload image rows and download states.
   // Where one pass's rows read their metadata and (recurrent models) their sequences.
   struct PassInputs {
-    const int32_t *slot, *keys, *table, *pages;
+    const int32_t *slot, *keys, *table, *pages, *tree, *parent;
     const float *cos, *sin;
     int sequences;           // DeltaNet sequences in the descriptor block
     float* snapshots;        // device snapshot buffer of the pass's taps, or null
@@ -461,7 +481,7 @@ class CudaModel final : public Model {
     const int H = config_.hidden_size, hd = a.head_dim, Q = a.heads * hd;
     const k::HeadShape shape{a.heads, a.kv_heads, hd};
     const k::PagedKv kv{at<uint16_t>(side_base(a.kv_layer, 0)), at<uint16_t>(side_base(a.kv_layer, 1)), in.slot,
-                        in.keys, in.table, in.pages, page_tokens_};
+                        in.keys, in.table, in.pages, page_tokens_, in.tree, in.parent};
     const float* q_norm = A.q_norm ? at<float>(A.q_norm) : nullptr;
     const float* k_norm = A.k_norm ? at<float>(A.k_norm) : nullptr;
     k::gemm(at<uint16_t>(s.xn), at<uint16_t>(A.wqkv), A.qkv_bias ? at<float>(A.qkv_bias) : nullptr, at<float>(s.qkv),
@@ -544,8 +564,16 @@ class CudaModel final : public Model {
     const int H = c.hidden_size;
     const int32_t* meta = at<int32_t>(s.meta);
     const int32_t *tokens = meta + L.tokens, *logit_rows = meta + L.logits;
-    const PassInputs in{meta + L.slot,       meta + L.keys,         meta + L.table, meta + L.pages,
-                        at<float>(s.meta) + L.cos, at<float>(s.meta) + L.sin, sequences, snapshots};
+    const PassInputs in{meta + L.slot,
+                        meta + L.keys,
+                        meta + L.table,
+                        meta + L.pages,
+                        meta + L.tree,
+                        meta + L.parent,
+                        at<float>(s.meta) + L.cos,
+                        at<float>(s.meta) + L.sin,
+                        sequences,
+                        snapshots};
     const auto* params = reinterpret_cast<const k::SampleRow*>(meta + L.sample);
     const int layers = int(program_.layers.size());
     round_.reset();

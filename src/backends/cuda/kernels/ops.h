@@ -27,6 +27,11 @@ struct PagedKv {
   const int32_t* row_table = nullptr;   // offset of each row's page table in `pages`
   const int32_t* pages = nullptr;       // concatenated page tables
   int page_tokens = 0;
+  // Tree rows (speculative decoding), or null for none: row_tree[r] = the committed keys + 1 of a tree row (0 for
+  // others) and row_parent[r] its parent row in the call (-1: the committed keys). A tree row's keys past the
+  // committed ones are its ancestors' and its own, root first, read from those rows' slots.
+  const int32_t* row_tree = nullptr;
+  const int32_t* row_parent = nullptr;
 };
 
 struct HeadShape {

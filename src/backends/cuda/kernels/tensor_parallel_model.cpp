@@ -65,6 +65,7 @@ class TensorParallelModel final : public Model {
   bool kv_on_host() const override { return false; }
   bool samples_on_device() const override { return first().samples_on_device(); }
   int cheap_round_rows() const override { return first().cheap_round_rows(); }
+  bool supports_row_parents() const override { return first().supports_row_parents(); }
   // Per GPU: a rank's weights, page bytes and scratch; the least free memory of any rank.
   size_t weight_bytes() const override { return first().weight_bytes(); }
   size_t kv_page_bytes(int page_tokens) const override { return first().kv_page_bytes(page_tokens); }
@@ -112,6 +113,10 @@ class TensorParallelModel final : public Model {
 
   void copy_kv_positions(KvPool& pool, int32_t from, int32_t to, int positions) override {
     on_all([&](Model& m, int) { m.copy_kv_positions(pool, from, to, positions); });
+  }
+
+  void move_kv_row(KvPool& pool, std::span<const int32_t> pages, int from, int to) override {
+    on_all([&](Model& m, int) { m.move_kv_row(pool, pages, from, to); });
   }
 
   // A page's rows hold every rank's K/V heads side by side; each rank keeps its columns.
