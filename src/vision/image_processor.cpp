@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "vision/parallel_rows.h"
 #include "vision/pil_resize.h"
 #include "vision/torch_resize.h"
 
@@ -128,18 +129,20 @@ PixelPatches preprocess_image(const RgbImage& image, const ImageProcessorConfig&
   out.patch_dim = c.patch_dim();
   out.values.resize(size_t(grid.patches()) * size_t(out.patch_dim));
   const int bh_n = grid.h / m, bw_n = grid.w / m;
-  size_t row = 0;
-  for (int bh = 0; bh < bh_n; ++bh)
-    for (int bw = 0; bw < bw_n; ++bw)
-      for (int mh = 0; mh < m; ++mh)
-        for (int mw = 0; mw < m; ++mw, ++row) {
-          const int py0 = (bh * m + mh) * ps, px0 = (bw * m + mw) * ps;
-          float* dst = &out.values[row * size_t(out.patch_dim)];
-          for (int ch = 0; ch < 3; ++ch)
-            for (int tp = 0; tp < tps; ++tp)  // the still image fills every temporal slot
-              for (int y = 0; y < ps; ++y)
-                for (int x = 0; x < ps; ++x) *dst++ = lut[size_t(ch)][img.at(px0 + x, py0 + y, ch)];
-        }
+  parallel_rows(bh_n, 1, [&](int bh0, int bh1) {
+    size_t row = size_t(bh0) * size_t(bw_n) * size_t(m) * size_t(m);
+    for (int bh = bh0; bh < bh1; ++bh)
+      for (int bw = 0; bw < bw_n; ++bw)
+        for (int mh = 0; mh < m; ++mh)
+          for (int mw = 0; mw < m; ++mw, ++row) {
+            const int py0 = (bh * m + mh) * ps, px0 = (bw * m + mw) * ps;
+            float* dst = &out.values[row * size_t(out.patch_dim)];
+            for (int ch = 0; ch < 3; ++ch)
+              for (int tp = 0; tp < tps; ++tp)  // the still image fills every temporal slot
+                for (int y = 0; y < ps; ++y)
+                  for (int x = 0; x < ps; ++x) *dst++ = lut[size_t(ch)][img.at(px0 + x, py0 + y, ch)];
+          }
+  });
   return out;
 }
 

@@ -5,10 +5,13 @@
 #include <vector>
 
 #include "core/error.h"
+#include "vision/parallel_rows.h"
 
 namespace fs::vision {
 
 namespace {
+
+constexpr int kMinRowsPerThread = 8;
 
 double keys_cubic(double x) {
   constexpr double a = -0.5;
@@ -59,15 +62,29 @@ Int16Taps precompute(int in_size, int out_size) {
   return t;
 }
 
-// One output sample of each channel from `count` source pixels `step` bytes apart.
-void sample(const uint8_t* src, size_t step, const Int16Taps& t, int i, uint8_t* dst) {
-  const int16_t* w = &t.weights[size_t(i) * size_t(t.max_taps)];
-  const uint8_t* s = src + size_t(t.first[size_t(i)]) * step;
-  const int round = t.precision > 0 ? 1 << (t.precision - 1) : 0;
-  int acc[3] = {round, round, round};
-  for (int j = 0; j < t.count[size_t(i)]; ++j)
-    for (int c = 0; c < 3; ++c) acc[c] += int(s[size_t(j) * step + size_t(c)]) * w[j];
-  for (int c = 0; c < 3; ++c) dst[c] = uint8_t(std::clamp(acc[c] >> t.precision, 0, 255));
+// Output rows [y0, y1) of a pass: each output sample of each channel from `count` source pixels `step` bytes apart,
+// the source of (row y, sample i) at y·row_step + first[i]·step. Locals instead of members so the byte stores alias
+// nothing read.
+void sample_rows(const uint8_t* in, size_t row_step, size_t step, const Int16Taps& t, bool taps_by_row, int samples,
+                 uint8_t* out, int y0, int y1) {
+  const int16_t* weights = t.weights.data();
+  const int* first = t.first.data();
+  const int* count = t.count.data();
+  const size_t max_taps = size_t(t.max_taps);
+  const unsigned precision = t.precision;
+  const int round = precision > 0 ? 1 << (precision - 1) : 0;
+  for (int y = y0; y < y1; ++y)
+    for (int x = 0; x < samples; ++x) {
+      const int i = taps_by_row ? y : x;
+      const int16_t* w = weights + size_t(i) * max_taps;
+      const uint8_t* s = in + size_t(taps_by_row ? 0 : y) * row_step + size_t(taps_by_row ? x * 3 : 0) +
+                         size_t(first[i]) * step;
+      int acc[3] = {round, round, round};
+      for (int j = 0; j < count[i]; ++j)
+        for (int c = 0; c < 3; ++c) acc[c] += int(s[size_t(j) * step + size_t(c)]) * w[j];
+      uint8_t* d = out + (size_t(y) * size_t(samples) + size_t(x)) * 3;
+      for (int c = 0; c < 3; ++c) d[c] = uint8_t(std::clamp(acc[c] >> precision, 0, 255));
+    }
 }
 
 }  // namespace
@@ -75,26 +92,26 @@ void sample(const uint8_t* src, size_t step, const Int16Taps& t, int i, uint8_t*
 RgbImage resize_bicubic_torch(const RgbImage& in, int out_width, int out_height) {
   if (out_width <= 0 || out_height <= 0 || in.width <= 0 || in.height <= 0)
     throw Error("cannot resize an image to " + std::to_string(out_width) + "x" + std::to_string(out_height));
-  RgbImage cur = in;
+  RgbImage wide;
   if (out_width != in.width) {
     const Int16Taps t = precompute(in.width, out_width);
-    RgbImage out{out_width, in.height, std::vector<uint8_t>(size_t(out_width) * size_t(in.height) * 3)};
-    for (int y = 0; y < in.height; ++y)
-      for (int x = 0; x < out_width; ++x)
-        sample(&cur.pixels[size_t(y) * size_t(cur.width) * 3], 3, t, x,
-               &out.pixels[(size_t(y) * size_t(out_width) + size_t(x)) * 3]);
-    cur = std::move(out);
+    wide = RgbImage{out_width, in.height, std::vector<uint8_t>(size_t(out_width) * size_t(in.height) * 3)};
+    parallel_rows(in.height, kMinRowsPerThread, [&](int y0, int y1) {
+      sample_rows(in.pixels.data(), size_t(in.width) * 3, 3, t, false, out_width, wide.pixels.data(), y0, y1);
+    });
   }
-  if (out_height != in.height) {
-    const Int16Taps t = precompute(in.height, out_height);
-    const size_t stride = size_t(cur.width) * 3;
-    RgbImage out{cur.width, out_height, std::vector<uint8_t>(stride * size_t(out_height))};
-    for (int y = 0; y < out_height; ++y)
-      for (int x = 0; x < cur.width; ++x)
-        sample(&cur.pixels[size_t(x) * 3], stride, t, y, &out.pixels[size_t(y) * stride + size_t(x) * 3]);
-    cur = std::move(out);
+  const RgbImage& cur = out_width != in.width ? wide : in;
+  if (out_height == in.height) {
+    if (out_width != in.width) return wide;
+    return in;
   }
-  return cur;
+  const Int16Taps t = precompute(in.height, out_height);
+  const size_t stride = size_t(cur.width) * 3;
+  RgbImage out{cur.width, out_height, std::vector<uint8_t>(stride * size_t(out_height))};
+  parallel_rows(out_height, kMinRowsPerThread, [&](int y0, int y1) {
+    sample_rows(cur.pixels.data(), stride, stride, t, true, cur.width, out.pixels.data(), y0, y1);
+  });
+  return out;
 }
 
 }  // namespace fs::vision
