@@ -11,6 +11,7 @@
 #include "io/safetensors.h"
 #include "models/vision_tower_config.h"
 #include "server/api_error.h"
+#include "vision/image_pipeline.h"
 #include "vision/image_processor.h"
 #include "vision/scheduled_encoder.h"
 #include "vision/vision_encoder.h"
@@ -101,56 +102,64 @@ void check_admitted(const ImageRef& ref, const vision::RgbImage& image, const vi
 std::vector<EncodedImage> encode_images(const std::vector<ImageRef>& images, const LoadedModel& m,
                                         const VisionOptions& o, const EncodeControl& control) {
   auto* scheduled = dynamic_cast<vision::ScheduledVisionEncoder*>(m.vision_encoder.get());
-  std::vector<EncodedImage> out;
-  out.reserve(images.size());
-  for (const ImageRef& ref : images) {
-    EncodedImage e;
-    vision::FetchedMedia media;
+  // Every image is fetched on the request thread first, so a refused fetch answers before any image work starts.
+  std::vector<vision::FetchedMedia> media(images.size());
+  for (size_t k = 0; k < images.size(); ++k) {
     try {
       vision::MediaFetchOptions fetch = o.fetch;
       fetch.max_bytes = std::min(fetch.max_bytes, o.decode.max_bytes);
-      media = vision::fetch_media(ref.url, fetch);
+      media[k] = vision::fetch_media(images[k].url, fetch);
     } catch (const Error& err) {
-      throw ApiException{bad_request(ref.param, std::string("image '") + ref.param + "': " + err.what())};
+      const std::string& param = images[k].param;
+      throw ApiException{bad_request(param, std::string("image '") + param + "': " + err.what())};
     }
-    // Decode, preprocess and encode: on the tower's scheduler when there is one, checking `cancel` between steps.
-    auto work = [&](const vision::CancelFlag& cancel) {
-      vision::PixelPatches patches;
+  }
+  std::vector<EncodedImage> out(images.size());
+  // Decode, preprocess and encode as one job: on the tower's scheduler when there is one, checking `cancel` between
+  // steps; the next image is decoded and preprocessed while the tower encodes the current one.
+  auto work = [&](const vision::CancelFlag& cancel) {
+    auto prepare = [&](size_t k) {
+      const ImageRef& ref = images[k];
       try {
-        vision::RgbImage image = vision::decode_image(media.bytes, o.decode);
+        vision::throw_if_cancelled(&cancel);
+        vision::RgbImage image = vision::decode_image(media[k].bytes, o.decode);
+        media[k].bytes = {};
         check_admitted(ref, image, vision::grid_for_size(image.width, image.height, *m.image_processor), scheduled,
                        *m.image_processor, control);
         vision::throw_if_cancelled(&cancel);
-        patches = vision::preprocess_image(image, *m.image_processor);
-        e.grid = patches.grid;
-        e.digest = vision::image_digest(image, e.grid);
+        return vision::prepare_image(image, *m.image_processor);
       } catch (const vision::EncodeCancelled&) {
         throw;
       } catch (const Error& err) {
         throw ApiException{bad_request(ref.param, std::string("image '") + ref.param + "': " + err.what())};
       }
+    };
+    auto encode = [&](size_t k, vision::PreparedImage& prepared) {
       try {
         vision::VisionEncoder& encoder = scheduled ? scheduled->device() : *m.vision_encoder;
-        e.features = encoder.encode_cancellable(patches, cancel);
+        out[k].features = encoder.encode_cancellable(prepared.patches, cancel);
       } catch (const vision::EncodeCancelled&) {
         throw;
       } catch (const Error& err) {
         throw ApiException{server_error(std::string("the vision tower failed: ") + err.what())};
       }
+      out[k].grid = prepared.patches.grid;
+      out[k].digest = prepared.digest;
+      prepared = {};
     };
-    try {
-      if (scheduled) {
-        scheduled->run(work, control.should_stop);
-      } else {
-        std::lock_guard<std::mutex> lock(tower_mutex());
-        vision::CancelFlag never{false};
-        work(never);
-      }
-    } catch (const vision::EncodeCancelled&) {
-      throw ApiException{ApiError{503, "the image encode was cancelled: the client left or the server is shutting down",
-                                  "server_error", "", "cancelled"}};
+    vision::pipeline_images(images.size(), prepare, encode);
+  };
+  try {
+    if (scheduled) {
+      scheduled->run(work, control.should_stop);
+    } else {
+      std::lock_guard<std::mutex> lock(tower_mutex());
+      vision::CancelFlag never{false};
+      work(never);
     }
-    out.push_back(std::move(e));
+  } catch (const vision::EncodeCancelled&) {
+    throw ApiException{ApiError{503, "the image encode was cancelled: the client left or the server is shutting down",
+                                "server_error", "", "cancelled"}};
   }
   return out;
 }

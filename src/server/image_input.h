@@ -54,8 +54,9 @@ struct EncodeControl {
   int64_t max_image_tokens = 0;       // an image's pad tokens must fit this (the context; 0: no check)
 };
 
-// Fetch → decode → preprocess → tower for each image, in order. Throws ApiException: 400 naming the part for
-// refused fetches, broken or unsupported images and images over the admitted size; 503 when should_stop ended it.
+// Fetches every image, then decode → preprocess → tower for each, in order, as one job (the next image prepared
+// while the tower encodes the current one). Throws ApiException: 400 naming the part for refused fetches, broken or
+// unsupported images and images over the admitted size; 503 when should_stop ended it.
 std::vector<EncodedImage> encode_images(const std::vector<ImageRef>& images, const LoadedModel& m,
                                         const VisionOptions& o, const EncodeControl& control = {});
 

@@ -244,8 +244,28 @@ TEST_F(VisionServerE2E, BrokenAndUnsupportedImagesAre400) {
     EXPECT_EQ(reply["error"]["param"], "messages[0].content[0]") << reply.dump();
     EXPECT_NE(reply["error"]["message"].get<std::string>().find(b.expect), std::string::npos) << reply.dump();
   }
+  // Several images: the first broken one in order is named, whether it comes after a good one (prepared while the
+  // good one encodes) or before another broken one.
+  const std::string good = data_uri(png, "image/png");
+  const std::string truncated = data_uri(png.substr(0, png.size() / 2), "image/png");
+  const std::string unsupported = data_uri(gif, "image/gif");
+  struct Several {
+    std::vector<std::string> urls;
+    std::string param, expect;
+  } several[] = {{{good, truncated}, "messages[0].content[1]", "PNG"},
+                 {{good, unsupported, truncated}, "messages[0].content[1]", "GIF"},
+                 {{truncated, unsupported}, "messages[0].content[0]", "PNG"}};
+  for (const auto& c : several) {
+    json content = json::array();
+    for (const auto& url : c.urls) content.push_back({{"type", "image_url"}, {"image_url", {{"url", url}}}});
+    content.push_back({{"type", "text"}, {"text", "What is in them?"}});
+    auto [status, reply] = vision_.chat({{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", 2}});
+    EXPECT_EQ(status, 400) << reply.dump();
+    EXPECT_EQ(reply["error"]["param"], c.param) << reply.dump();
+    EXPECT_NE(reply["error"]["message"].get<std::string>().find(c.expect), std::string::npos) << reply.dump();
+  }
   // The server still answers images after the refusals.
-  auto [status, reply] = vision_.chat({{"messages", one_image_messages(data_uri(png, "image/png"))}, {"max_tokens", 2}});
+  auto [status, reply] = vision_.chat({{"messages", one_image_messages(good)}, {"max_tokens", 2}});
   EXPECT_EQ(status, 200) << reply.dump();
 }
 
