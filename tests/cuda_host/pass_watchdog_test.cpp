@@ -18,34 +18,20 @@
 #include "backends/cuda/host/tensor_parallel_pass.h"
 #include "error_message.h"
 #include "fake_nccl.h"
+#include "host_round.h"
 
 namespace fs::cuda {
 namespace {
 
 using namespace std::chrono_literals;
 using test::FakeNccl;
+using test::host_rank_sum;
 using test::message_of;
 
 constexpr RoundShape kShape{2, 4, 2, 1, 3};  // 2 layers, hidden 4, 2 rows, 1 logit row, 3 vocabulary rows per rank
 
-RankSumLaunch host_rank_sum() {
-  return [](const float* gathered, int ranks, std::size_t n, float* out, CUstream) {
-    rank_sum_host(gathered, ranks, n, out);
-  };
-}
-
-// One rank's whole round; returns the last all-reduced rows (the sum of every rank's rank + 1).
 std::vector<float> run_round(const TensorParallelGroup& group, int rank) {
-  RoundCollectives round(group, rank, kShape);
-  std::vector<float> stream;
-  for (const RoundCollective& c : round_collectives(kShape)) {
-    std::vector<float> buffer(c.count, float(rank + 1)), gathered(c.count * size_t(group.ranks()));
-    if (c.gather) round.all_gather(buffer.data(), gathered.data(), c.count, nullptr);
-    else round.all_reduce(buffer.data(), gathered.data(), c.count, nullptr);
-    if (!c.gather) stream = buffer;
-  }
-  round.finish();
-  return stream;
+  return test::run_host_round(group, rank, kShape);
 }
 
 std::string refusal(const std::string& first) {

@@ -17,33 +17,19 @@
 #include "backends/cuda/host/round_collectives.h"
 #include "error_message.h"
 #include "fake_nccl.h"
+#include "host_round.h"
 
 namespace fs::cuda {
 namespace {
 
 using test::FakeNccl;
+using test::host_rank_sum;
 using test::message_of;
 
 constexpr RoundShape kShape{1, 4, 2, 1, 3};  // 1 layer, hidden 4, 2 rows, 1 logit row, 3 vocabulary rows per rank
 
-RankSumLaunch host_rank_sum() {
-  return [](const float* gathered, int ranks, std::size_t n, float* out, CUstream) {
-    rank_sum_host(gathered, ranks, n, out);
-  };
-}
-
-// One rank's round: partials of rank + 1; returns the all-reduced stream (the sum over ranks).
 std::vector<float> run_round(const TensorParallelGroup& group, int rank) {
-  RoundCollectives round(group, rank, kShape);
-  std::vector<float> stream;
-  for (const RoundCollective& c : round_collectives(kShape)) {
-    std::vector<float> buffer(c.count, float(rank + 1)), gathered(c.count * size_t(group.ranks()));
-    if (c.gather) round.all_gather(buffer.data(), gathered.data(), c.count, nullptr);
-    else round.all_reduce(buffer.data(), gathered.data(), c.count, nullptr);
-    if (!c.gather) stream = buffer;
-  }
-  round.finish();
-  return stream;
+  return test::run_host_round(group, rank, kShape);
 }
 
 size_t collectives(const FakeNccl& fake, int rank) {

@@ -24,6 +24,16 @@ struct Wgmma {
   static_assert(COLS == 128 || COLS == 192, "wgmma_m64k16 exists for n = 128 and 192");
 };
 
+// One 64-wide k step of a slice's sum (every wgmma GEMM's arithmetic): four k16 steps onto acc in order, the slice's
+// first step starting from zero; committed as one wgmma group.
+template <int N>
+__device__ __forceinline__ void wgmma_k64_step(float (&acc)[N], uint64_t a, uint64_t b, bool slice_start) {
+  hopper::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) hopper::wgmma_m64k16(acc, a + 2 * kk, b + 2 * kk, !(slice_start && kk == 0));
+  hopper::wgmma_commit();
+}
+
 template <int COLS, int STAGES>
 __global__ void __launch_bounds__(384, 1)
     wgmma_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w,
@@ -89,12 +99,7 @@ __global__ void __launch_bounds__(384, 1)
       const uint8_t* st = smem + stage * W::kStageBytes;
       const uint64_t a = hopper::smem_desc_sw128(st + consumer * (W::kOperandBytes / 2));
       const uint64_t b = hopper::smem_desc_sw128(st + W::kOperandBytes);
-      const bool slice_start = step % W::kStepsPerSlice == 0;
-      hopper::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < W::kStepK / 16; ++kk)
-        hopper::wgmma_m64k16(acc, a + 2 * kk, b + 2 * kk, !(slice_start && kk == 0));
-      hopper::wgmma_commit();
+      wgmma_k64_step(acc, a, b, step % W::kStepsPerSlice == 0);
       // The end of a k slice (or of k): the slice's sum joins the total.
       if ((step + 1) % W::kStepsPerSlice == 0 || step == steps - 1) {
         hopper::wgmma_wait<0>();

@@ -114,12 +114,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(256, 1)
       const uint8_t* st = smem + stage * W::kStageBytes;
       const uint64_t a = hopper::smem_desc_sw128(st);
       const uint64_t b = hopper::smem_desc_sw128(st + W::kWeightBytes);
-      const bool slice_start = step % W::kStepsPerSlice == 0;
-      hopper::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < W::kStepK / 16; ++kk)
-        hopper::wgmma_m64k16(acc, a + 2 * kk, b + 2 * kk, !(slice_start && kk == 0));
-      hopper::wgmma_commit();
+      wgmma_k64_step(acc, a, b, step % W::kStepsPerSlice == 0);
       if ((step + 1) % W::kStepsPerSlice == 0 || step == steps - 1) {
         hopper::wgmma_wait<0>();
         release(pending);
