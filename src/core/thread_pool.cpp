@@ -1,8 +1,45 @@
 #include "core/thread_pool.h"
 
+#include <chrono>
 #include <cstdlib>
 
 namespace fs {
+
+namespace {
+
+// How long a worker waits for the next call, and the caller for its workers, before sleeping.
+constexpr std::chrono::microseconds kSpinWindow{50};
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spins until ready() or the spin window has passed; returns ready(). Yields between clock checks, so a thread
+// that waits for this core (another pool thread on a busy machine) gets it.
+template <class Ready>
+bool spin_until(const Ready& ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinWindow;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (ready()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return ready();
+    std::this_thread::yield();
+  }
+}
+
+void run_share(const std::function<void(size_t, size_t)>& body, size_t n, int index, int parts) {
+  size_t begin = n * size_t(index) / size_t(parts);
+  size_t end = n * size_t(index + 1) / size_t(parts);
+  if (begin < end) body(begin, end);
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
@@ -12,34 +49,28 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
+    ++generation_;
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-static void run_share(const std::function<void(size_t, size_t)>& body, size_t n, int index, int parts) {
-  size_t begin = n * size_t(index) / size_t(parts);
-  size_t end = n * size_t(index + 1) / size_t(parts);
-  if (begin < end) body(begin, end);
-}
-
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(size_t, size_t)>* body;
-    size_t n;
-    {
+    auto posted = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+    if (!spin_until(posted)) {
       std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      body = body_;
-      n = n_;
+      ++parked_;
+      wake_.wait(lock, posted);
+      --parked_;
     }
-    run_share(*body, n, index, size());
-    {
+    if (stop_.load(std::memory_order_acquire)) return;
+    seen = generation_.load(std::memory_order_acquire);
+    run_share(*body_, n_, index, size());
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard lock(mu_);
-      if (--pending_ == 0) done_.notify_one();
+      done_.notify_one();
     }
   }
 }
@@ -50,17 +81,19 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
     return;
   }
   std::lock_guard run_lock(run_mu_);
+  body_ = &body;
+  n_ = n;
+  pending_.store(int(workers_.size()), std::memory_order_relaxed);
   {
     std::lock_guard lock(mu_);
-    body_ = &body;
-    n_ = n;
-    pending_ = int(workers_.size());
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   run_share(body, n, 0, size());
+  auto finished = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (spin_until(finished)) return;
   std::unique_lock lock(mu_);
-  done_.wait(lock, [&] { return pending_ == 0; });
+  done_.wait(lock, finished);
 }
 
 namespace {
