@@ -1,6 +1,7 @@
 #pragma once
-// The prompt cache's key for an image: SHA-256 over the decoded pixels, their size and the processed grid, so an
-// image prefix is reused only for the same pixels at the same grid.
+// The prompt cache's key for an image: SHA-256 over the decoded pixels (hashed in bands of 32 rows, on the calling
+// thread's pool), their size and the processed grid, so an image prefix is reused only for the same pixels at the
+// same grid.
 #include <array>
 #include <cstdint>
 #include <string>

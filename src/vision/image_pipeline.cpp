@@ -7,11 +7,9 @@
 namespace fs::vision {
 
 PreparedImage prepare_image(const RgbImage& image, const ImageProcessorConfig& config) {
-  const ImageGrid grid = grid_for_size(image.width, image.height, config);
-  auto digest = std::async(std::launch::async, [&] { return image_digest(image, grid); });
   PreparedImage out;
   out.patches = preprocess_image(image, config);
-  out.digest = digest.get();
+  out.digest = image_digest(image, out.patches.grid);
   return out;
 }
 

@@ -17,7 +17,7 @@ struct PreparedImage {
   ImageDigest digest{};
 };
 
-// preprocess_image (its loops over the calling thread's pool) and, on a second thread meanwhile, image_digest.
+// preprocess_image and image_digest, both over the calling thread's pool.
 PreparedImage prepare_image(const RgbImage& image, const ImageProcessorConfig& config);
 
 // Runs prepare(k) then encode(k, prepared) for k = 0 .. count − 1. prepare(k + 1) runs on a second thread, with this

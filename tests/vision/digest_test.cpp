@@ -4,6 +4,7 @@
 
 #include "vision/image_digest.h"
 #include "core/sha256.h"
+#include "core/thread_pool.h"
 #include "vision_fixtures.h"
 
 namespace fs::vision {
@@ -45,6 +46,25 @@ TEST(Digest, ImageDigestDependsOnPixelsAndGrid) {
   EXPECT_NE(image_digest(a, {1, 28, 28}), image_digest(b, {1, 28, 28}));
   EXPECT_NE(image_digest(a, {1, 28, 28}), image_digest(a, {1, 28, 56}));
   EXPECT_EQ(image_digest_hex(image_digest(a, {1, 2, 2})).size(), 64u);
+}
+
+TEST(Digest, ImageDigestIsTheSameOnAnyThreadCountAndSeesEveryBand) {
+  RgbImage img{37, 101, std::vector<uint8_t>(size_t(37) * 101 * 3)};
+  for (size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] = uint8_t(i * 2654435761u >> 24);
+  auto digest_on = [&](int threads, const RgbImage& im) {
+    ThreadPool pool(threads);
+    ThreadPool::Use use(pool);
+    return image_digest(im, {1, 4, 2});
+  };
+  const ImageDigest one = digest_on(1, img);
+  for (int threads : {2, 3, 8}) EXPECT_EQ(digest_on(threads, img), one) << threads << " threads";
+  for (size_t at : {size_t(0), img.pixels.size() / 2, img.pixels.size() - 1}) {
+    RgbImage changed = img;
+    changed.pixels[at] ^= 0x10;
+    EXPECT_NE(digest_on(3, changed), one) << "byte " << at;
+  }
+  RgbImage wider{101, 37, img.pixels};  // same bytes, other shape
+  EXPECT_NE(digest_on(2, wider), one);
 }
 
 }  // namespace
