@@ -16,9 +16,9 @@ namespace fs {
 
 namespace {
 
-// Multiply-adds of a forward pass below which it runs on the calling thread: each wait on the pool (every layer's
-// attention, every large matmul) costs tens of microseconds, more than a second thread saves on so little work.
-constexpr size_t kSerialForwardWork = size_t(1) << 27;
+// Multiply-adds of a forward pass below which it runs on the calling thread: a pass of a row or two is bound by
+// reading the weights, which a second thread does not speed up, and each split of it waits for the slowest thread.
+constexpr size_t kSerialForwardWork = size_t(1) << 25;
 
 std::vector<WeightMatrix> load_parts(const Checkpoint& ck, const MatrixRef& m) {
   std::vector<WeightMatrix> parts;
