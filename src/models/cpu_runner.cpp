@@ -16,8 +16,8 @@ namespace fs {
 
 namespace {
 
-// Multiply-adds of a forward pass below which it runs on the calling thread: a pass of a row or two is bound by
-// reading the weights, which a second thread does not speed up, and each split of it waits for the slowest thread.
+// Multiply-adds of a forward pass below which it runs on the calling thread: most matmuls of a row or two stay under
+// cpu::matmul's split size anyway, so the pool would add waits for a thread that a busy machine may have preempted.
 constexpr size_t kSerialForwardWork = size_t(1) << 25;
 
 std::vector<WeightMatrix> load_parts(const Checkpoint& ck, const MatrixRef& m) {
