@@ -2,7 +2,6 @@
 
 #include "backends/cpu/ops.h"
 #include "core/error.h"
-#include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "models/decoder_steps.h"
 #include "models/forward_rows.h"
@@ -15,10 +14,6 @@
 namespace fs {
 
 namespace {
-
-// Multiply-adds of a forward pass below which it runs on the calling thread: most matmuls of a row or two stay under
-// cpu::matmul's split size anyway, so the pool would add waits for a thread that a busy machine may have preempted.
-constexpr size_t kSerialForwardWork = size_t(1) << 25;
 
 std::vector<WeightMatrix> load_parts(const Checkpoint& ck, const MatrixRef& m) {
   std::vector<WeightMatrix> parts;
@@ -72,7 +67,6 @@ class CpuRunner final : public Model {
       layers_.push_back(std::move(L));
     }
     packed_bytes_ = cpu::pack_for_matmul(matmul_weights());
-    for (const WeightMatrix* w : matmul_weights()) row_work_ += size_t(w->rows) * size_t(w->cols);
   }
 
   const ModelConfig& config() const override { return config_; }
@@ -188,10 +182,7 @@ class CpuRunner final : public Model {
 
   std::vector<float> run(std::span<const SequenceChunk> chunks, KvPool& pool, std::vector<float>* states) {
     check_memory(chunks, pool);
-    const ForwardRows r = plan_forward_rows(chunks, config_, pool.page_tokens());
-    if (r.tokens.size() * row_work_ >= kSerialForwardWork) return run_rows(chunks, r, pool, states);
-    ThreadPool::Use serial(calling_thread_);
-    return run_rows(chunks, r, pool, states);
+    return run_rows(chunks, plan_forward_rows(chunks, config_, pool.page_tokens()), pool, states);
   }
 
   std::vector<float> run_rows(std::span<const SequenceChunk> chunks, const ForwardRows& r, KvPool& pool,
@@ -235,8 +226,6 @@ class CpuRunner final : public Model {
   DecoderEnds ends_;
   std::vector<CpuLayer> layers_;
   size_t packed_bytes_ = 0;  // the matmul's packed copy of the weights (cpu::pack_for_matmul)
-  size_t row_work_ = 0;      // multiply-adds of the matmuls per row
-  ThreadPool calling_thread_{1};  // a pool without workers: parallel_for runs on the caller
 };
 
 }  // namespace

@@ -11,9 +11,9 @@
 
 namespace fs::cpu {
 
-// Multiply-adds below which a matmul runs on the calling thread: waking the pool's threads and waiting for them
-// costs more than such work saves, the more so when other processes hold the cores.
-constexpr size_t kSerialWork = size_t(1) << 20;
+// Multiply-adds below which a matmul runs on the calling thread: handing such work to the pool's (spinning) threads
+// costs more than it saves.
+constexpr size_t kSerialWork = 200000;
 
 void matmul(const float* x, int rows, const WeightMatrix& w, const float* bias, float* y) {
   const size_t N = size_t(w.rows);
