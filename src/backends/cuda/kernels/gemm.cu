@@ -31,9 +31,9 @@ constexpr Variant kVariants[] = {
     {launch_wgmma<192, 5>, "wgmma 128x192 s5", true},                            // 2: the same, wider tiles
     {launch_wgmma_rows<8, 12, 1>, "wgmma rows 8 s12", true},                     // 3: weights as A, up to 8 rows
     {launch_wgmma_rows<8, 12, 2>, "wgmma rows 8 s12 x2", true},                  // 4: clusters of 2 CTAs per tile
-    {launch_wgmma_rows<16, 12, 1>, "wgmma rows 16 s12", true},                   // 5: 9…16 rows
-    {launch_wgmma_rows<16, 12, 2>, "wgmma rows 16 s12 x2", true},                // 6
-    {launch_wgmma_rows<32, 8, 1>, "wgmma rows 32 s8", true},                     // 7: 17…32 rows
+    {launch_wgmma_rows<16, 12, 1>, "wgmma rows 16 s12", true},                   // 5
+    {launch_wgmma_rows<16, 12, 2>, "wgmma rows 16 s12 x2", true},                // 6: 9…16 rows, few column tiles
+    {launch_wgmma_rows<32, 8, 1>, "wgmma rows 32 s8", true},                     // 7: 17…32 rows; 9…16, many tiles
     {launch_wgmma_rows<32, 8, 2>, "wgmma rows 32 s8 x2", true},                  // 8
     {launch_wgmma_rows<64, 8, 1>, "wgmma rows 64 s8", true},                     // 9: 33…64 rows
     {launch_wgmma_rows<64, 8, 2>, "wgmma rows 64 s8 x2", true},                  // 10
@@ -45,7 +45,8 @@ int pick_variant(int m, int n, int k) {
   // Few column tiles (about half the multiprocessors or fewer) go to clusters of 2 CTAs, each on half the slices.
   const int split = (n + 63) / 64 <= 72 ? 1 : 0;
   if (m <= 8) return 3 + split;
-  if (m <= 16) return 5 + split;
+  // 9…16 rows over many column tiles: the 32-row tile's smaller ring fits two CTAs on an SM, which streams faster.
+  if (m <= 16) return split ? 6 : 7;
   if (m <= 32) return 7 + split;
   if (m <= 64) return 9 + split;
   return 2;
