@@ -50,7 +50,7 @@ const char* kSentencePiece = R"({
 })";
 
 TEST(SentencePieceStyle, ByteFallbackAndUnknowns) {
-  auto tok = Tokenizer::load(test::write_tokenizer_dir("sp", kSentencePiece));
+  auto tok = test::load_tokenizer_json("sp", kSentencePiece);
   // "▁ab▁Cé": merges by rank, 'C' and 'é' through their byte tokens.
   EXPECT_EQ(tok->encode("ab Cé", false), (std::vector<int32_t>{6, 1, 7, 8, 9}));
   EXPECT_EQ(tok->decode({6, 1, 7, 8, 9}), "ab Cé");
@@ -67,7 +67,7 @@ TEST(SentencePieceStyle, MetaspacePreTokenizerAndDecoder) {
   spec["normalizer"] = nullptr;
   spec["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "always"}, {"split", true}};
   spec["decoder"] = {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "always"}, {"split", true}};
-  auto tok = Tokenizer::load(test::write_tokenizer_dir("metaspace", spec.dump()));
+  auto tok = test::load_tokenizer_json("metaspace", spec.dump());
   EXPECT_EQ(tok->encode("ab ab", false), (std::vector<int32_t>{6, 6}));
   EXPECT_EQ(tok->decode({6, 6}), "ab ab");
 }
@@ -86,7 +86,7 @@ class AddedTokenFlags : public ::testing::Test {
     for (const char* key : {"special", "single_word", "lstrip", "rstrip", "normalized"})
       if (!flags.contains(key)) flags[key] = false;
     spec["added_tokens"].push_back(flags);
-    return Tokenizer::load(test::write_tokenizer_dir("added", spec.dump()));
+    return test::load_tokenizer_json("added", spec.dump());
   }
   static std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
     a.insert(a.end(), b.begin(), b.end());
@@ -145,7 +145,7 @@ TEST(MalformedTokenizer, ThrowsFsError) {
   };
   for (size_t k = 0; k < bad.size(); ++k) {
     SCOPED_TRACE(bad[k]);
-    EXPECT_THROW(Tokenizer::load(test::write_tokenizer_dir("bad" + std::to_string(k), bad[k])), Error);
+    EXPECT_THROW(test::load_tokenizer_json("bad" + std::to_string(k), bad[k]), Error);
   }
   EXPECT_THROW(Tokenizer::load(std::filesystem::temp_directory_path() / "foldserve_no_such_dir"), Error);
 }
@@ -154,7 +154,7 @@ TEST(MalformedTokenizer, TruncatedRealFile) {
   FS_REQUIRE_SHARED(shared);
   std::string full = read_file(shared / "models" / "fortune-demo" / "tokenizer.json");
   for (size_t cut : {full.size() / 3, full.size() / 2, full.size() - 2}) {
-    EXPECT_THROW(Tokenizer::load(test::write_tokenizer_dir("cut", full.substr(0, cut))), Error);
+    EXPECT_THROW(test::load_tokenizer_json("cut", full.substr(0, cut)), Error);
   }
 }
 
