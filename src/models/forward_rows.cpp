@@ -60,8 +60,9 @@ std::vector<ChunkRow> chunk_rows(const SequenceChunk& ch, const ModelConfig& con
       row.image = ch.image_embeddings.data() + image_row++ * config.hidden_size;
     }
     row.position = ch.start_pos + int(i);
+    row.depth = depth[i];
     for (size_t s = 0; s < 3; ++s)
-      row.rope[s] = ch.mrope_positions.empty() ? ch.start_pos + depth[i] + ch.rope_delta : ch.mrope_positions[i * 3 + s];
+      row.rope[s] = ch.mrope_positions.empty() ? ch.start_pos + row.depth + ch.rope_delta : ch.mrope_positions[i * 3 + s];
   }
   return rows;
 }

@@ -13,6 +13,7 @@ namespace fs {
 struct ChunkRow {
   int32_t token = 0;
   int position = 0;              // the token's K/V slot: its position, or start_pos + row for a tree row
+  int depth = 0;                 // its index in a chain, its count of ancestors in a tree
   bool logits = false;           // the chunk wants this row's logits
   const float* image = nullptr;  // the image feature replacing the token's embedding, or none
   int rope[3] = {0, 0, 0};       // (t, h, w) rotary positions

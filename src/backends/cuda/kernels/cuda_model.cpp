@@ -308,7 +308,6 @@ class CudaModel final : public Model {
         if (page < 0 || size_t(page) * size_t(P) >= pool_slots_) throw Error("KV page id outside the pool");
       const int32_t table = int32_t(p.pages.size()), first_row = p.rows;
       p.pages.insert(p.pages.end(), ch.pages.begin(), ch.pages.end());
-      const std::vector<int> depth = row_depths(ch);
       for (const ChunkRow& row : chunk_rows(ch, config_)) {
         if (row.logits) p.logits.push_back(p.rows);
         else p.decode_only = false;
@@ -316,14 +315,14 @@ class CudaModel final : public Model {
           p.image_rows.emplace_back(p.rows, row.image);
           p.decode_only = false;
         }
-        const int pos = row.position, i = p.rows - first_row;
+        const int pos = row.position;
         const bool tree = !ch.row_parents.empty();
         p.tokens.push_back(row.token);
         p.slot.push_back(ch.pages[size_t(pos / P)] * P + pos % P);
-        p.keys.push_back(tree ? ch.start_pos + depth[size_t(i)] + 1 : pos + 1);
+        p.keys.push_back(ch.start_pos + row.depth + 1);  // a chain row's depth is its index: its position + 1
         p.table.push_back(table);
         p.tree.push_back(tree ? ch.start_pos + 1 : 0);
-        const int32_t parent = tree ? ch.row_parents[size_t(i)] : -1;
+        const int32_t parent = tree ? ch.row_parents[size_t(p.rows - first_row)] : -1;
         p.parent.push_back(parent < 0 ? -1 : first_row + parent);
         p.rope_positions.insert(p.rope_positions.end(), row.rope, row.rope + 3);
         ++p.rows;
