@@ -70,9 +70,9 @@ struct Bench {
     const float scale = 1.0f / std::sqrt(float(kHeadDim));
     auto call = [&] {
       if (plain)
-        k::plain_attention(q, rows, shape, kv, scale, out, stream.handle());
+        k::plain_attention(q, rows, shape, kv, scale, nullptr, out, stream.handle());
       else
-        k::attention(q, rows, shape, kv, scale, out, stream.handle());
+        k::attention(q, rows, shape, kv, scale, nullptr, out, stream.handle());
     };
     for (int i = 0; i < 2; ++i) call();
     stream.synchronize();

@@ -78,8 +78,9 @@ void gemm_rates(const std::vector<int>& rows, double bw) {
     const char* name;
     int n, k;
   };
-  const Shape shapes[] = {{"qkv", 6144, 4096},     {"o", 4096, 4096},          {"gate_up", 28672, 4096},
-                          {"down", 4096, 14336},   {"lm_head", 128256, 4096}};
+  // gate_up27: Qwen3.5-27B's gate|up (ffn 17408, hidden 5120); both gate|up shapes also run with the SwiGLU epilogue.
+  const Shape shapes[] = {{"qkv", 6144, 4096},   {"o", 4096, 4096},         {"gate_up", 28672, 4096},
+                          {"down", 4096, 14336}, {"lm_head", 128256, 4096}, {"gate_up27", 34816, 5120}};
   const int copies = 4, max_m = std::max(2048, *std::max_element(rows.begin(), rows.end()));
   const size_t wbytes = size_t{128256} * 4096 * 2;
   cuda::DeviceArena arena(copies * wbytes + size_t(max_m) * 14336 * 2 + size_t(max_m) * 128256 * 4 + 65536,
@@ -98,8 +99,9 @@ void gemm_rates(const std::vector<int>& rows, double bw) {
   for (const auto& c : w) weights.push_back(c.ptr);
   std::printf("%8s %6s %10s %10s %10s %7s %9s  %s\n", "gemm", "m", "us", "GB/s", "TFLOP/s", "floor", "cuBLASLt",
               "variant");
-  auto print = [&](const Shape& s, int m, double sec, std::optional<double> peer_sec, const std::string& name) {
-    const double bytes = 2.0 * s.n * s.k + 2.0 * m * s.k + 4.0 * m * s.n;
+  auto print = [&](const Shape& s, int m, double sec, std::optional<double> peer_sec, const std::string& name,
+                   bool swiglu = false) {
+    const double bytes = 2.0 * s.n * s.k + 2.0 * m * s.k + (swiglu ? 1.0 : 4.0) * m * s.n;
     char of_peer[16] = "n/a";
     if (peer_sec) std::snprintf(of_peer, sizeof of_peer, "%.2f", *peer_sec / sec);
     std::printf("%8s %6d %10.1f %10.0f %10.1f %7.2f %9s  %s\n", s.name, m, sec * 1e6, bytes / sec / 1e9,
@@ -129,6 +131,19 @@ void gemm_rates(const std::vector<int>& rows, double bw) {
         for (int i = 0; i < reps; ++i) call(i);
         stream.synchronize();
         print(s, m, seconds_since(t) / reps, peer_sec, v < 0 ? "default" : std::to_string(v) + " " + name);
+      }
+      if (std::string_view(s.name).starts_with("gate_up")) {
+        auto call = [&](int i) {
+          cuda::kernels::gemm_swiglu(ptr(x), ptr(w[i % copies]), ptr(y), m, s.n / 2, s.k,
+                                     reinterpret_cast<void*>(stream.handle()));
+        };
+        for (int i = 0; i < copies; ++i) call(i);
+        stream.synchronize();
+        const int reps = m >= 2048 ? 8 : 40;
+        auto t = Clock::now();
+        for (int i = 0; i < reps; ++i) call(i);
+        stream.synchronize();
+        print(s, m, seconds_since(t) / reps, peer_sec, "default with the SwiGLU epilogue (bf16 [m, n/2] out)", true);
       }
     }
 }

@@ -67,7 +67,7 @@ TEST(CudaKernels, RopeStoreAndPagedAttentionMatchCpu) {
     const float scale = 1.0f / std::sqrt(float(hd));
     k::qkv_rope_store(gpu.upload(qkv), T, shape, cs.norm ? gpu.upload(qn) : nullptr,
                       cs.norm ? gpu.upload(kn) : nullptr, 1e-6f, gpu.upload(cos), gpu.upload(sin), kv, q, gpu.stream());
-    k::attention(q, T, shape, kv, scale, out, gpu.stream());
+    k::attention(q, T, shape, kv, scale, nullptr, out, gpu.stream());
 
     // CPU: split, norm, rope, bf16 K/V, softmax attention in double.
     std::vector<float> cq(size_t(T) * Q), ck(size_t(T) * KV), cv(size_t(T) * KV);
@@ -128,6 +128,7 @@ struct PagedPool {
   std::vector<std::vector<int32_t>> tables;  // page ids of each sequence
   std::vector<uint16_t> keys, values;        // [slots, kv_heads·head_dim]
   std::vector<std::vector<float>> q;         // per sequence: [length, heads·head_dim]
+  std::vector<std::vector<float>> gate;      // per sequence: the output gate, q's layout
 
   PagedPool(std::mt19937& rng, int nh, int nkv, int hd, const std::vector<int>& lengths)
       : heads(nh), kv_heads(nkv), head_dim(hd) {
@@ -152,6 +153,7 @@ struct PagedPool {
       }
       tables.push_back(table);
       q.push_back(random_floats(rng, size_t(n) * nh * hd));
+      gate.push_back(random_floats(rng, size_t(n) * nh * hd, 3.0f));
     }
   }
   size_t slot(const std::vector<int32_t>& table, int pos) const {
@@ -170,9 +172,9 @@ class PagedAttention {
   PagedAttention(Gpu& gpu, const PagedPool& pool)
       : gpu_(gpu), pool_(pool), keys_(gpu.upload(pool.keys)), values_(gpu.upload(pool.values)) {}
 
-  std::vector<uint16_t> run(const std::vector<Row>& rows, bool plain = false) {
+  std::vector<uint16_t> run(const std::vector<Row>& rows, bool plain = false, bool gated = false) {
     std::vector<int32_t> row_keys, row_table, pages;
-    std::vector<float> q;
+    std::vector<float> q, gate;
     std::vector<int> table_of(pool_.tables.size(), -1);
     for (const Row& r : rows) {
       if (table_of[size_t(r.seq)] < 0) {
@@ -183,7 +185,10 @@ class PagedAttention {
       row_table.push_back(table_of[size_t(r.seq)]);
       const float* src = pool_.q[size_t(r.seq)].data() + size_t(r.pos) * pool_.row_width();
       q.insert(q.end(), src, src + pool_.row_width());
+      const float* g = pool_.gate[size_t(r.seq)].data() + size_t(r.pos) * pool_.row_width();
+      gate.insert(gate.end(), g, g + pool_.row_width());
     }
+    const float* gate_d = gated ? gpu_.upload(gate) : nullptr;
     std::vector<int32_t> no_slots(rows.size(), -1);
     k::PagedKv kv{keys_, values_, gpu_.upload(no_slots), gpu_.upload(row_keys), gpu_.upload(row_table),
                   gpu_.upload(pages), pool_.page_tokens};
@@ -191,9 +196,9 @@ class PagedAttention {
     uint16_t* out = gpu_.poisoned<uint16_t>(rows.size() * pool_.row_width());
     const float scale = 1.0f / std::sqrt(float(pool_.head_dim));
     if (plain)
-      k::plain_attention(gpu_.upload(q), int(rows.size()), shape, kv, scale, out, gpu_.stream());
+      k::plain_attention(gpu_.upload(q), int(rows.size()), shape, kv, scale, gate_d, out, gpu_.stream());
     else
-      k::attention(gpu_.upload(q), int(rows.size()), shape, kv, scale, out, gpu_.stream());
+      k::attention(gpu_.upload(q), int(rows.size()), shape, kv, scale, gate_d, out, gpu_.stream());
     return gpu_.download(out, rows.size() * pool_.row_width());
   }
 
@@ -204,8 +209,9 @@ class PagedAttention {
   uint16_t* values_;
 };
 
-// Softmax attention of one row in double, q rounded to bf16 as the tensor-core kernel does.
-std::vector<float> cpu_attention(const PagedPool& pool, Row r, bool round_q) {
+// Softmax attention of one row in double, q rounded to bf16 as the tensor-core kernel does, times sigmoid(gate) when
+// gated.
+std::vector<float> cpu_attention(const PagedPool& pool, Row r, bool round_q, bool gated) {
   const int hd = pool.head_dim, nh = pool.heads, group = pool.heads / pool.kv_heads;
   const size_t width = size_t(pool.kv_heads) * hd;
   const auto& table = pool.tables[size_t(r.seq)];
@@ -230,18 +236,22 @@ std::vector<float> cpu_attention(const PagedPool& pool, Row r, bool round_q) {
       const uint16_t* vj = pool.values.data() + pool.slot(table, j) * width + kv_at;
       for (int d = 0; d < hd; ++d) o[size_t(d)] += s[size_t(j)] / sum * bf16_to_f32(vj[d]);
     }
-    for (int d = 0; d < hd; ++d) out[size_t(h) * hd + size_t(d)] = float(o[size_t(d)]);
+    for (int d = 0; d < hd; ++d) {
+      const size_t at = size_t(h) * hd + size_t(d);
+      const double g = pool.gate[size_t(r.seq)][size_t(r.pos) * pool.row_width() + at];
+      out[at] = float(gated ? o[size_t(d)] / (1.0 + std::exp(-g)) : o[size_t(d)]);
+    }
   }
   return out;
 }
 
 // Each output row within tolerance of the double reference, and all rows together tighter.
 void expect_matches_cpu(const PagedPool& pool, const std::vector<Row>& rows, const std::vector<uint16_t>& got,
-                        bool round_q) {
+                        bool round_q, bool gated = false) {
   const size_t W = pool.row_width();
   std::vector<float> all_got, all_want;
   for (size_t i = 0; i < rows.size(); ++i) {
-    auto want = cpu_attention(pool, rows[i], round_q);
+    auto want = cpu_attention(pool, rows[i], round_q, gated);
     std::vector<uint16_t> bits(got.begin() + long(i * W), got.begin() + long((i + 1) * W));
     auto have = from_bf16(bits);
     EXPECT_LE(rel_l2(have, want), 1.5e-2) << "row " << i << " (sequence " << rows[i].seq << ", position "
@@ -309,6 +319,22 @@ TEST(CudaKernels, PlainAttentionMatchesCpuForOtherHeadDims) {
     PagedAttention att(gpu, pool);
     const bool plain = s.head_dim % 16 == 0;  // head dims off the tensor-core path go there by themselves
     expect_matches_cpu(pool, decode_rows(), att.run(decode_rows(), plain), false);
+  }
+}
+
+// With Qwen3.5's output gate, on the tensor-core and the plain kernel.
+TEST(CudaKernels, GatedAttentionMatchesCpu) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(14);
+  for (Heads s : {Heads{4, 2, 32}, Heads{8, 2, 256}, Heads{6, 2, 64}, Heads{4, 2, 24}}) {
+    SCOPED_TRACE(describe(s));
+    PagedPool pool(rng, s.heads, s.kv_heads, s.head_dim, kLengths);
+    PagedAttention att(gpu, pool);
+    const bool tensor_cores = s.head_dim % 16 == 0;
+    for (const auto& rows : {mixed_rows(), decode_rows()})
+      expect_matches_cpu(pool, rows, att.run(rows, false, true), tensor_cores, true);
+    expect_matches_cpu(pool, decode_rows(), att.run(decode_rows(), true, true), false, true);
   }
 }
 

@@ -10,6 +10,7 @@
 #include "backends/cpu/ops.h"
 #include "backends/cuda/kernels/ops.h"
 #include "core/dtype.h"
+#include "core/error.h"
 #include "gpu_fixture.h"
 #include "support/fixtures.h"
 
@@ -149,6 +150,39 @@ TEST(CudaKernels, GemmTileVariantsGiveTheSameBits) {
       else EXPECT_EQ("", bit_difference(got.data(), other_bits.data(), got.size()));
     }
   }
+}
+
+// The gate|up GEMM with its SwiGLU epilogue == gemm, then swiglu, bit for bit, for every variant with gemm's bits.
+TEST(CudaKernels, GemmSwigluEqualsGemmThenSwiglu) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(5);
+  struct Shape {
+    int m, ffn, k;
+  };
+  for (Shape s : {Shape{1, 8, 64}, {3, 40, 520}, {8, 96, 1032}, {16, 520, 4096}, {17, 136, 96}, {33, 64, 3080},
+                  {64, 1024, 384}, {65, 200, 1000}, {300, 96, 264}, {1, 7168, 4096}, {130, 3584, 2048}}) {
+    SCOPED_TRACE("m " + std::to_string(s.m) + " ffn " + std::to_string(s.ffn) + " k " + std::to_string(s.k));
+    const size_t gu_size = size_t(s.m) * 2 * s.ffn, act_size = size_t(s.m) * s.ffn;
+    uint16_t* xd = gpu.upload(to_bf16(random_floats(rng, size_t(s.m) * s.k)));
+    uint16_t* wd = gpu.upload(to_bf16(random_floats(rng, size_t(2 * s.ffn) * s.k, 0.1f)));
+    float* gu = gpu.poisoned<float>(gu_size);
+    uint16_t* ref = gpu.poisoned<uint16_t>(act_size);
+    k::gemm(xd, wd, nullptr, gu, s.m, 2 * s.ffn, s.k, false, gpu.stream());
+    k::swiglu(gu, s.m, s.ffn, ref, gpu.stream());
+    const auto want = gpu.download(ref, act_size);
+    uint16_t* fused = gpu.poisoned<uint16_t>(act_size);
+    k::gemm_swiglu(xd, wd, fused, s.m, s.ffn, s.k, gpu.stream());
+    EXPECT_EQ(gpu.download(fused, act_size), want) << "gemm_swiglu";
+    for (int v = 0; v < k::gemm_variants(); ++v) {
+      if (!k::gemm_variant_has_gemm_bits(v)) continue;
+      SCOPED_TRACE("variant " + std::to_string(v) + " (" + k::gemm_variant_name(v) + ")");
+      uint16_t* out = gpu.poisoned<uint16_t>(act_size);
+      k::gemm_swiglu_variant(v, xd, wd, out, s.m, s.ffn, s.k, gpu.stream());
+      EXPECT_EQ(gpu.download(out, act_size), want);
+    }
+  }
+  EXPECT_THROW(k::gemm_swiglu(nullptr, nullptr, nullptr, 1, 12, 64, gpu.stream()), Error);
 }
 
 TEST(CudaKernels, EmbeddingRmsnormSwiglu) {

@@ -55,7 +55,8 @@ __global__ void qkv_rope_store_kernel(const float* qkv, HeadShape shape, const f
   }
 }
 
-__global__ void plain_attention_kernel(const float* q, HeadShape shape, PagedKv kv, float scale, uint16_t* out) {
+__global__ void plain_attention_kernel(const float* q, HeadShape shape, PagedKv kv, float scale, const float* gate,
+                                       uint16_t* out) {
   wait_for_previous_grid();
   __shared__ float qs[kMaxHeadDim];
   const int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
@@ -103,11 +104,11 @@ __global__ void plain_attention_kernel(const float* q, HeadShape shape, PagedKv 
     }
     m = m_new;
   }
-  uint16_t* o = out + (size_t(r) * shape.heads + h) * hd;
+  const size_t at = (size_t(r) * shape.heads + h) * hd;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const int d = lane + 32 * i;
-    if (d < hd) o[d] = f32_to_bf16_bits(acc[i] / l);
+    if (d < hd) out[at + d] = f32_to_bf16_bits(gate ? acc[i] / l * sigmoid(gate[at + d]) : acc[i] / l);
   }
 }
 
@@ -121,12 +122,13 @@ void check_shape(HeadShape shape) {
 
 }  // namespace
 
-void plain_attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, uint16_t* out,
-                     void* stream) {
+void plain_attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, const float* gate,
+                     uint16_t* out, void* stream) {
   check_shape(shape);
   if (rows == 0) return;
   dim3 grid(rows, shape.heads);
-  launch_overlapping_kernel("plain_attention", plain_attention_kernel, grid, dim3(32), 0, stream, q, shape, kv, scale, out);
+  launch_overlapping_kernel("plain_attention", plain_attention_kernel, grid, dim3(32), 0, stream, q, shape, kv, scale,
+                            gate, out);
 }
 
 void qkv_rope_store(const float* qkv, int rows, HeadShape shape, const float* q_norm, const float* k_norm, float eps,
@@ -138,29 +140,29 @@ void qkv_rope_store(const float* qkv, int rows, HeadShape shape, const float* q_
                 sin, kv, q);
 }
 
-void attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, uint16_t* out,
-               void* stream) {
+void attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, const float* gate,
+               uint16_t* out, void* stream) {
   check_shape(shape);
   if (rows == 0) return;
   const cudaStream_t st = as_runtime(stream);
   switch (shape.head_dim % 16 == 0 ? shape.head_dim / 16 : 0) {
-    case 1: attention_mma::launch<16>(q, rows, shape, kv, scale, out, st); break;
-    case 2: attention_mma::launch<32>(q, rows, shape, kv, scale, out, st); break;
-    case 3: attention_mma::launch<48>(q, rows, shape, kv, scale, out, st); break;
-    case 4: attention_mma::launch<64>(q, rows, shape, kv, scale, out, st); break;
-    case 5: attention_mma::launch<80>(q, rows, shape, kv, scale, out, st); break;
-    case 6: attention_mma::launch<96>(q, rows, shape, kv, scale, out, st); break;
-    case 7: attention_mma::launch<112>(q, rows, shape, kv, scale, out, st); break;
-    case 8: attention_mma::launch<128>(q, rows, shape, kv, scale, out, st); break;
-    case 9: attention_mma::launch<144>(q, rows, shape, kv, scale, out, st); break;
-    case 10: attention_mma::launch<160>(q, rows, shape, kv, scale, out, st); break;
-    case 11: attention_mma::launch<176>(q, rows, shape, kv, scale, out, st); break;
-    case 12: attention_mma::launch<192>(q, rows, shape, kv, scale, out, st); break;
-    case 13: attention_mma::launch<208>(q, rows, shape, kv, scale, out, st); break;
-    case 14: attention_mma::launch<224>(q, rows, shape, kv, scale, out, st); break;
-    case 15: attention_mma::launch<240>(q, rows, shape, kv, scale, out, st); break;
-    case 16: attention_mma::launch<256>(q, rows, shape, kv, scale, out, st); break;
-    default: plain_attention(q, rows, shape, kv, scale, out, stream);
+    case 1: attention_mma::launch<16>(q, rows, shape, kv, scale, gate, out, st); break;
+    case 2: attention_mma::launch<32>(q, rows, shape, kv, scale, gate, out, st); break;
+    case 3: attention_mma::launch<48>(q, rows, shape, kv, scale, gate, out, st); break;
+    case 4: attention_mma::launch<64>(q, rows, shape, kv, scale, gate, out, st); break;
+    case 5: attention_mma::launch<80>(q, rows, shape, kv, scale, gate, out, st); break;
+    case 6: attention_mma::launch<96>(q, rows, shape, kv, scale, gate, out, st); break;
+    case 7: attention_mma::launch<112>(q, rows, shape, kv, scale, gate, out, st); break;
+    case 8: attention_mma::launch<128>(q, rows, shape, kv, scale, gate, out, st); break;
+    case 9: attention_mma::launch<144>(q, rows, shape, kv, scale, gate, out, st); break;
+    case 10: attention_mma::launch<160>(q, rows, shape, kv, scale, gate, out, st); break;
+    case 11: attention_mma::launch<176>(q, rows, shape, kv, scale, gate, out, st); break;
+    case 12: attention_mma::launch<192>(q, rows, shape, kv, scale, gate, out, st); break;
+    case 13: attention_mma::launch<208>(q, rows, shape, kv, scale, gate, out, st); break;
+    case 14: attention_mma::launch<224>(q, rows, shape, kv, scale, gate, out, st); break;
+    case 15: attention_mma::launch<240>(q, rows, shape, kv, scale, gate, out, st); break;
+    case 16: attention_mma::launch<256>(q, rows, shape, kv, scale, gate, out, st); break;
+    default: plain_attention(q, rows, shape, kv, scale, gate, out, stream);
   }
 }
 

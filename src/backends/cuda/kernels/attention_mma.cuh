@@ -40,6 +40,7 @@ struct Layout {
 
 struct Params {
   const float* q;
+  const float* gate;  // null, or f32 [rows, heads·HD]: the output multiplied by sigmoid(gate) before rounding
   uint16_t* out;
   PagedKv kv;
   int rows, heads, kv_heads, group;  // group: query heads per kv head
@@ -236,9 +237,14 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
         o1 += a.y * f;
       }
       const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-      uint32_t* dst = reinterpret_cast<uint32_t*>(
-          p.out + (size_t(seg + slot / tile_heads) * p.heads + head0 + slot % tile_heads) * HD + d);
-      *dst = pack_bf16(o0 * inv, o1 * inv);
+      const size_t at = (size_t(seg + slot / tile_heads) * p.heads + head0 + slot % tile_heads) * HD + d;
+      float a = o0 * inv, c = o1 * inv;
+      if (p.gate) {
+        const float2 gate = *reinterpret_cast<const float2*>(p.gate + at);
+        a *= sigmoid(gate.x);
+        c *= sigmoid(gate.y);
+      }
+      *reinterpret_cast<uint32_t*>(p.out + at) = pack_bf16(a, c);
     }
     __syncthreads();
     seg = seg_end;
@@ -257,10 +263,11 @@ void launch_tiles(Params p, cudaStream_t stream) {
 }
 
 template <int HD>
-void launch(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, uint16_t* out,
-            cudaStream_t stream) {
+void launch(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, const float* gate,
+            uint16_t* out, cudaStream_t stream) {
   Params p{};
   p.q = q;
+  p.gate = gate;
   p.out = out;
   p.kv = kv;
   p.rows = rows;

@@ -23,6 +23,13 @@ __device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {
   return __bfloat16_as_ushort(__float2bfloat16_rn(f));
 }
 
+// SwiGLU of one gate/up pair, rounded to bf16: the swiglu kernel and the gate|up GEMM's epilogue share it.
+__device__ __forceinline__ uint16_t swiglu_bits(float g, float u) {
+  return f32_to_bf16_bits((g / (1.0f + expf(-g))) * u);
+}
+
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
 // Tree sum over the warp into lane 0, then broadcast: every lane gets the same bits.
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);

@@ -335,7 +335,7 @@ class CudaModel final : public Model {
 
   // Device buffers of one pass: activations for T rows, logits and ids for R logit rows, the metadata block.
   // act: bf16 input of o/down/out GEMMs; qkv: a mixer's projection; q: attention queries or the conv output;
-  // gu: gate|up, the attention output gate or the DeltaNet core output; desc: DeltaNet sequence descriptors.
+  // gu: the attention output gate or the DeltaNet core output; desc: DeltaNet sequence descriptors.
   struct Scratch {
     CUdeviceptr x, xn, act, qkv, q, gu, states, lastn, logits, ids, meta, desc;
     CUdeviceptr partial, gathered, part_logits;  // tensor parallelism: a rank's partial sums and the ranks' gathered
@@ -349,8 +349,7 @@ class CudaModel final : public Model {
     Widths w;
     for (const LayerProgram& L : program_.layers) {
       const size_t F = size_t(L.mlp.gate.rows());
-      w.act = std::max(w.act, F);
-      w.gu = std::max(w.gu, 2 * F);
+      w.act = std::max(w.act, F);  // the MLP's gate|up GEMM writes its SwiGLU straight into act
       if (const auto& a = L.attention) {
         const size_t Q = size_t(a->heads) * size_t(a->head_dim);
         w.act = std::max(w.act, Q);
@@ -491,8 +490,8 @@ class CudaModel final : public Model {
     else
       k::qkv_rope_store(at<float>(s.qkv), T, shape, q_norm, k_norm, program_.eps, in.cos, in.sin, kv, at<float>(s.q),
                         st);
-    k::attention(at<float>(s.q), T, shape, kv, 1.0f / std::sqrt(float(hd)), at<uint16_t>(s.act), st);
-    if (a.output_gate) k::output_gate(at<uint16_t>(s.act), at<float>(s.gu), T, Q, st);
+    k::attention(at<float>(s.q), T, shape, kv, 1.0f / std::sqrt(float(hd)), a.output_gate ? at<float>(s.gu) : nullptr,
+                 at<uint16_t>(s.act), st);
     residual_gemm(s, A.wo, T, Q, st);
   }
 
@@ -592,8 +591,7 @@ class CudaModel final : public Model {
       else attention_mixer(s, *lp.attention, Ly.attention, in, T, st);
       const int F = lp.mlp.gate.rows();
       k::rmsnorm_bf16(at<float>(s.x), nullptr, at<float>(Ly.mlp_norm), T, H, eps, at<uint16_t>(s.xn), st);
-      k::gemm(at<uint16_t>(s.xn), at<uint16_t>(Ly.wgate_up), nullptr, at<float>(s.gu), T, 2 * F, H, false, st);
-      k::swiglu(at<float>(s.gu), T, F, at<uint16_t>(s.act), st);
+      k::gemm_swiglu(at<uint16_t>(s.xn), at<uint16_t>(Ly.wgate_up), at<uint16_t>(s.act), T, F, H, st);
       residual_gemm(s, Ly.wdown, T, F, st);
       if (states && li + 1 < layers) append_download(*states, s.x, size_t(T) * H);
     }

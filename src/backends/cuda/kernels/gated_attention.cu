@@ -1,5 +1,5 @@
-// Gated attention helpers: the query|gate split with q/k norm, partial rotary and the K/V store (a warp per
-// (row, head)), and the sigmoid output gate (a thread per value).
+// Gated attention's query|gate split with q/k norm, partial rotary and the K/V store (a warp per (row, head)); the
+// sigmoid output gate is applied by `attention` itself.
 #include <string>
 
 #include "backends/cuda/kernels/common.cuh"
@@ -11,7 +11,6 @@ namespace fs::cuda::kernels {
 namespace {
 
 constexpr int kMaxHeadDim = 256;
-constexpr int kGateThreads = 256;
 
 __global__ void gated_qkv_rope_store_kernel(const float* qkv, HeadShape shape, int rotary_dim, const float* q_norm,
                                             const float* k_norm, float eps, const float* cos, const float* sin,
@@ -56,13 +55,6 @@ __global__ void gated_qkv_rope_store_kernel(const float* qkv, HeadShape shape, i
   }
 }
 
-__global__ void output_gate_kernel(uint16_t* out, const float* gate, int width) {
-  wait_for_previous_grid();
-  const int r = blockIdx.y, i = blockIdx.x * kGateThreads + threadIdx.x;
-  if (i >= width) return;
-  const size_t at = size_t(r) * width + i;
-  out[at] = f32_to_bf16_bits(bf16_bits_to_f32(out[at]) * (1.0f / (1.0f + expf(-gate[at]))));
-}
 
 }  // namespace
 
@@ -78,12 +70,6 @@ void gated_qkv_rope_store(const float* qkv, int rows, HeadShape shape, int rotar
   if (rows == 0) return;
   launch_overlapping_kernel("gated_qkv_rope_store", gated_qkv_rope_store_kernel, dim3(rows, shape.heads + shape.kv_heads), dim3(32),
                 0, stream, qkv, shape, rotary_dim, q_norm, k_norm, eps, cos, sin, kv, q, gate);
-}
-
-void output_gate(uint16_t* out, const float* gate, int rows, int width, void* stream) {
-  if (rows == 0 || width == 0) return;
-  launch_overlapping_kernel("output_gate", output_gate_kernel, dim3((width + kGateThreads - 1) / kGateThreads, rows),
-                dim3(kGateThreads), 0, stream, out, gate, width);
 }
 
 }  // namespace fs::cuda::kernels

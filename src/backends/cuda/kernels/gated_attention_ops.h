@@ -9,15 +9,11 @@
 namespace fs::cuda::kernels {
 
 // Splits qkv f32 [rows, heads·2·head_dim + 2·kv_heads·head_dim] (per head its query then its gate, then k, then v)
-// into q f32 [rows, heads, head_dim] and gate f32 [rows, heads·head_dim]; q and k get the per-head RMSNorm with
+// into q f32 [rows, heads, head_dim] and gate f32 [rows, heads·head_dim] (for `attention`'s gate); q and k get the per-head RMSNorm with
 // q_norm/k_norm (weights with the +1 applied) and rotate-half rotary on their leading rotary_dim dims with cos/sin
 // [rows, rotary_dim/2]; k and v go as bf16 into the paged cache at kv.row_slot, as qkv_rope_store.
 void gated_qkv_rope_store(const float* qkv, int rows, HeadShape shape, int rotary_dim, const float* q_norm,
                           const float* k_norm, float eps, const float* cos, const float* sin, const PagedKv& kv,
                           float* q, float* gate, void* stream);
-
-// out[i] = bf16(f32(out[i]) · sigmoid(gate[i])) over [rows, width]: the attention output, already rounded to bf16,
-// gated in f32 and rounded once more (the CPU gates its f32 output, so the two differ by that first rounding).
-void output_gate(uint16_t* out, const float* gate, int rows, int width, void* stream);
 
 }  // namespace fs::cuda::kernels

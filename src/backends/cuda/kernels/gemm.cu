@@ -19,7 +19,7 @@ namespace {
 using namespace gemm_detail;
 
 // The configurations. "wgmma rows T sS xC": up to T rows, S shared-memory stages, clusters of C CTAs per tile.
-using Launcher = void (*)(const uint16_t*, const uint16_t*, const float*, float*, int, int, int, bool, void*);
+using Launcher = void (*)(const uint16_t*, const uint16_t*, const GemmOut&, int, int, int, void*);
 struct Variant {
   Launcher launch;
   const char* name;
@@ -58,6 +58,13 @@ void check_k(int m, int n, int k) {
                 " k=" + std::to_string(k) + ")");
 }
 
+void check_swiglu(int m, int ffn, int k) {
+  check_k(m, 2 * ffn, k);
+  if (ffn <= 0 || ffn % kGateUpBlock != 0 || k == 0)
+    throw Error("the CUDA gate|up GEMM needs an FFN width divisible by " + std::to_string(kGateUpBlock) +
+                " and k > 0 (got ffn=" + std::to_string(ffn) + " k=" + std::to_string(k) + ")");
+}
+
 }  // namespace
 
 int gemm_variants() { return int(std::size(kVariants)); }
@@ -77,14 +84,29 @@ void gemm_variant(int variant, const uint16_t* x, const uint16_t* w, const float
   check_k(m, n, k);
   if (variant < 0 || variant >= gemm_variants()) throw Error("no GEMM variant " + std::to_string(variant));
   if (m == 0 || n == 0) return;
-  kVariants[variant].launch(x, w, bias, y, m, n, k, accumulate, stream);
+  kVariants[variant].launch(x, w, GemmOut{bias, y, accumulate, nullptr}, m, n, k, stream);
 }
 
 void gemm(const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k, bool accumulate,
           void* stream) {
   check_k(m, n, k);
   if (m == 0 || n == 0) return;
-  kVariants[pick_variant(m, n, k)].launch(x, w, bias, y, m, n, k, accumulate, stream);
+  kVariants[pick_variant(m, n, k)].launch(x, w, GemmOut{bias, y, accumulate, nullptr}, m, n, k, stream);
+}
+
+void gemm_swiglu_variant(int variant, const uint16_t* x, const uint16_t* w, uint16_t* act, int m, int ffn, int k,
+                         void* stream) {
+  check_swiglu(m, ffn, k);
+  if (!gemm_variant_has_gemm_bits(variant))
+    throw Error(std::string("GEMM variant ") + kVariants[variant].name + " has no SwiGLU epilogue");
+  if (m == 0) return;
+  kVariants[variant].launch(x, w, GemmOut{nullptr, nullptr, false, act}, m, 2 * ffn, k, stream);
+}
+
+void gemm_swiglu(const uint16_t* x, const uint16_t* w, uint16_t* act, int m, int ffn, int k, void* stream) {
+  check_swiglu(m, ffn, k);
+  if (m == 0) return;
+  kVariants[pick_variant(m, 2 * ffn, k)].launch(x, w, GemmOut{nullptr, nullptr, false, act}, m, 2 * ffn, k, stream);
 }
 
 }  // namespace fs::cuda::kernels

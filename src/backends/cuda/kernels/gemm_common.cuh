@@ -22,12 +22,37 @@ __device__ __forceinline__ void mma_block(float (&c)[4], const uint4& a_lo, cons
   mma(c, a_lo.z, a_hi.z, a_lo.w, a_hi.w, b.z, b.w);
 }
 
+// Where a GEMM's output goes: y[m, n] (=|+=) the sums (+ bias), or, when `act` is set, act[m, n / 2] = the SwiGLU of
+// each gate/up pair, the weights' rows read gate/up interleaved in blocks of 8 (GateUpBlock).
+struct GemmOut {
+  const float* bias = nullptr;
+  float* y = nullptr;
+  bool accumulate = false;
+  uint16_t* act = nullptr;
+
+  // The output of the rows from `rows` on, for a GEMM of n columns.
+  GemmOut after_rows(int rows, int n) const {
+    GemmOut o = *this;
+    if (act) o.act += size_t(rows) * (n / 2);
+    else o.y += size_t(rows) * n;
+    return o;
+  }
+};
+
+// Rows of gate, then as many of up, per 16-row block of the interleaved weights.
+constexpr int kGateUpBlock = 8;
+
 // Stores one output element: y (=|+=) v + bias.
 __device__ __forceinline__ void store_out(float* y, const float* bias, int N, int row, int col, float v,
                                           bool accumulate) {
   v += bias ? bias[col] : 0.0f;
   float* out = y + size_t(row) * N + col;
   *out = accumulate ? *out + v : v;
+}
+
+// Stores the SwiGLU of the gate/up sums of feature f (of ffn) in row `row`.
+__device__ __forceinline__ void store_swiglu(const GemmOut& out, int ffn, int row, int f, float g, float u) {
+  out.act[size_t(row) * ffn + f] = swiglu_bits(g, u);
 }
 
 }  // namespace fs::cuda::kernels::gemm_detail

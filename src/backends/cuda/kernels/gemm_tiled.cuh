@@ -118,14 +118,14 @@ __global__ void __launch_bounds__(32 * MW * NW) tiled_kernel(const uint16_t* x, 
 }
 
 template <int MW, int NW, int MT, int NT, int KB, int STAGES>
-void launch_tiled(const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k,
-                  bool accumulate, void* stream) {
+void launch_tiled(const uint16_t* x, const uint16_t* w, const GemmOut& out, int m, int n, int k, void* stream) {
+  if (out.act) throw Error("the mma.sync GEMM has no SwiGLU epilogue");
   using T = Tile<MW, NW, MT, NT, KB, STAGES>;
   auto kernel = tiled_kernel<MW, NW, MT, NT, KB, STAGES>;
   allow_shared_memory_once(kernel, unsigned(T::kSmemBytes), "gemm", true);
   dim3 grid((n + T::kCols - 1) / T::kCols, (m + T::kRows - 1) / T::kRows);
-  launch_overlapping_kernel("gemm", kernel, grid, dim3(T::kThreads), unsigned(T::kSmemBytes), stream, x, w, bias, y, m, n, k,
-                accumulate);
+  launch_overlapping_kernel("gemm", kernel, grid, dim3(T::kThreads), unsigned(T::kSmemBytes), stream, x, w, out.bias, out.y, m, n,
+                            k, out.accumulate);
 }
 
 }  // namespace fs::cuda::kernels::gemm_detail

@@ -24,6 +24,15 @@ struct Wgmma {
   static_assert(COLS == 128 || COLS == 192, "wgmma_m64k16 exists for n = 128 and 192");
 };
 
+// Copies the weights' box of `rows` rows from row n0 at k: a plain 2-d box, or for a gate|up matrix its rows read
+// gate/up interleaved in blocks of kGateUpBlock (gate_up_tensor_map), so row 16b + i of the box is gate row 8b + i
+// and row 16b + 8 + i up row 8b + i.
+__device__ __forceinline__ void load_weight_box(void* dst, const CUtensorMap* map, uint64_t* bar, int k, int n0,
+                                                bool gate_up) {
+  if (gate_up) hopper::tma_load_4d(dst, map, bar, k, 0, 0, n0 / (2 * kGateUpBlock));
+  else hopper::tma_load_2d(dst, map, bar, k, n0);
+}
+
 // One 64-wide k step of a slice's sum (every wgmma GEMM's arithmetic): four k16 steps onto acc in order, the slice's
 // first step starting from zero; committed as one wgmma group.
 template <int N>
@@ -36,8 +45,8 @@ __device__ __forceinline__ void wgmma_k64_step(float (&acc)[N], uint64_t a, uint
 
 template <int COLS, int STAGES>
 __global__ void __launch_bounds__(384, 1)
-    wgmma_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w,
-                 const float* bias, float* y, int M, int N, int K, bool accumulate) {
+    wgmma_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w, GemmOut out,
+                 int M, int N, int K) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using W = Wgmma<COLS, STAGES>;
   extern __shared__ uint8_t smem_raw[];
@@ -73,7 +82,7 @@ __global__ void __launch_bounds__(384, 1)
         uint8_t* st = smem + stage * W::kStageBytes;
         hopper::mbar_arrive_expect_tx(&full[stage], W::kStageBytes);
         hopper::tma_load_2d(st, &map_x, &full[stage], step * W::kStepK, m0);
-        hopper::tma_load_2d(st + W::kOperandBytes, &map_w, &full[stage], step * W::kStepK, n0);
+        load_weight_box(st + W::kOperandBytes, &map_w, &full[stage], step * W::kStepK, n0, out.act != nullptr);
         if (++stage == W::kStages) stage = 0, phase ^= 1;
       }
     }
@@ -117,12 +126,24 @@ __global__ void __launch_bounds__(384, 1)
     }
     hopper::wgmma_wait<0>();  // already true after the last slice; tells the compiler that `total` is settled
     const int row0 = m0 + consumer * 64 + warp * 16 + g;
+    if (out.act) {
+      // Column groups of 8 alternate gate, up: group j (even) holds gate, group j + 1 up, of the same 8 features.
+      const int ffn = N / 2;
+#pragma unroll
+      for (int j = 0; j < COLS / 8; j += 2)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int row = row0 + (e / 2) * 8, f = n0 / 2 + (j / 2) * 8 + 2 * t + e % 2;
+          if (row < M && f < ffn) store_swiglu(out, ffn, row, f, total[j * 4 + e], total[(j + 1) * 4 + e]);
+        }
+      continue;
+    }
 #pragma unroll
     for (int j = 0; j < COLS / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int row = row0 + (e / 2) * 8, col = n0 + j * 8 + 2 * t + e % 2;
-        if (row < M && col < N) store_out(y, bias, N, row, col, total[j * 4 + e], accumulate);
+        if (row < M && col < N) store_out(out.y, out.bias, N, row, col, total[j * 4 + e], out.accumulate);
       }
   }
 #else
@@ -143,6 +164,27 @@ inline CUtensorMap wgmma_tensor_map(const uint16_t* p, int rows, int k, unsigned
   return map;
 }
 
+// The weights [gate; up] (2 ffn rows of k bf16) as a 4-d tensor map (k, 8 rows of a block, gate or up, block):
+// a box of `box_rows` rows holds box_rows / 16 blocks of 8 gate rows each followed by the same 8 rows of up.
+inline CUtensorMap gate_up_tensor_map(const uint16_t* p, int rows, int k, unsigned box_rows) {
+  constexpr unsigned B = kGateUpBlock;
+  const unsigned long long ffn = static_cast<unsigned long long>(rows) / 2, row_bytes = static_cast<unsigned long long>(k) * 2;
+  CUtensorMap map{};
+  const unsigned long long dims[4] = {static_cast<unsigned long long>(k), B, 2, ffn / B};
+  const unsigned long long strides[3] = {row_bytes, ffn * row_bytes, B * row_bytes};
+  const unsigned box[4] = {64, B, 2, box_rows / (2 * B)}, element_strides[4] = {1, 1, 1, 1};
+  FS_CU(tensor_map_encode_tiled, &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+        const_cast<void*>(static_cast<const void*>(p)), dims, strides, box, element_strides,
+        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return map;
+}
+
+// The weights' tensor map for a GEMM writing `out`.
+inline CUtensorMap weight_tensor_map(const uint16_t* w, int n, int k, unsigned box_rows, const GemmOut& out) {
+  return out.act ? gate_up_tensor_map(w, n, k, box_rows) : wgmma_tensor_map(w, n, k, box_rows);
+}
+
 inline int multiprocessors() {
   int device = 0, count = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
@@ -154,18 +196,16 @@ inline int multiprocessors() {
 }
 
 template <int COLS, int STAGES>
-void launch_wgmma(const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k,
-                  bool accumulate, void* stream) {
+void launch_wgmma(const uint16_t* x, const uint16_t* w, const GemmOut& out, int m, int n, int k, void* stream) {
   // With k = 0 there is no tensor to map and no term to sum: the tiled kernel writes the same bias alone.
-  if (k == 0) return launch_tiled<4, 4, 2, 4, 2, 3>(x, w, bias, y, m, n, k, accumulate, stream);
+  if (k == 0) return launch_tiled<4, 4, 2, 4, 2, 3>(x, w, out, m, n, k, stream);
   using W = Wgmma<COLS, STAGES>;
   auto kernel = wgmma_kernel<COLS, STAGES>;
   allow_shared_memory_once(kernel, unsigned(W::kSmemBytes), "gemm wgmma", true);
   const int tiles = ((m + W::kRows - 1) / W::kRows) * ((n + W::kCols - 1) / W::kCols);
   const int sms = multiprocessors(), ctas = tiles < sms ? tiles : sms;
   launch_kernel("gemm wgmma", kernel, dim3(ctas), dim3(W::kThreads), unsigned(W::kSmemBytes), stream,
-                wgmma_tensor_map(x, m, k, W::kRows), wgmma_tensor_map(w, n, k, W::kCols), bias, y, m, n, k,
-                accumulate);
+                wgmma_tensor_map(x, m, k, W::kRows), weight_tensor_map(w, n, k, W::kCols, out), out, m, n, k);
 }
 
 }  // namespace fs::cuda::kernels::gemm_detail

@@ -37,7 +37,7 @@ struct WgmmaRows {
 template <int TOK, int STAGES, int SPLIT>
 __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(256, 1)
     wgmma_rows_kernel(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_x,
-                      const float* bias, float* y, int M, int N, int K, bool accumulate) {
+                      GemmOut out, int M, int N, int K) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using W = WgmmaRows<TOK, STAGES, SPLIT>;
   extern __shared__ uint8_t smem_raw[];
@@ -77,7 +77,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(256, 1)
         hopper::mbar_wait(&empty[stage], phase ^ 1);
         uint8_t* st = smem + stage * W::kStageBytes;
         hopper::mbar_arrive_expect_tx(&full[stage], W::kStageBytes);
-        hopper::tma_load_2d(st, &map_w, &full[stage], step * W::kStepK, tile * W::kCols);
+        load_weight_box(st, &map_w, &full[stage], step * W::kStepK, tile * W::kCols, out.act != nullptr);
         if (!waited && (++issued == W::kStages || step == step_end - 1)) {
           wait_for_previous_grid();
           waited = true;
@@ -155,13 +155,25 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(256, 1)
       }
     }
     // Element (column c of the tile, row r): D[c][r], so the tile's columns are wgmma's rows.
+    if (out.act) {
+      // Warp w's 16 columns are one gate/up block: lane g holds gate (e < 2) and up (e ≥ 2) of one feature.
+      const int ffn = N / 2, f = tile * (W::kCols / 2) + warp * 8 + g;
+#pragma unroll
+      for (int j = 0; j < TOK / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int row = j * 8 + 2 * t + e;
+          if (row < M && f < ffn) store_swiglu(out, ffn, row, f, total[j * 4 + e], total[j * 4 + e + 2]);
+        }
+      continue;
+    }
     const int col0 = tile * W::kCols + warp * 16 + g;
 #pragma unroll
     for (int j = 0; j < TOK / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = col0 + (e / 2) * 8, row = j * 8 + 2 * t + e % 2;
-        if (row < M && col < N) store_out(y, bias, N, row, col, total[j * 4 + e], accumulate);
+        if (row < M && col < N) store_out(out.y, out.bias, N, row, col, total[j * 4 + e], out.accumulate);
       }
   }
 #else
@@ -170,16 +182,18 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(256, 1)
 }
 
 template <int TOK, int STAGES, int SPLIT>
-void launch_wgmma_rows(const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k,
-                       bool accumulate, void* stream) {
-  if (k == 0) return launch_tiled<4, 4, 2, 4, 2, 3>(x, w, bias, y, m, n, k, accumulate, stream);
+void launch_wgmma_rows(const uint16_t* x, const uint16_t* w, const GemmOut& out, int m, int n, int k, void* stream) {
+  if (k == 0) return launch_tiled<4, 4, 2, 4, 2, 3>(x, w, out, m, n, k, stream);
   using W = WgmmaRows<TOK, STAGES, SPLIT>;
   // A cluster CTA holds at most kMaxRunSlices slices apart: longer k goes to the unsplit kernel.
   if (SPLIT > 1 && W::slices(k) > SPLIT * W::kMaxRunSlices)
-    return launch_wgmma_rows<TOK, STAGES, 1>(x, w, bias, y, m, n, k, accumulate, stream);
+    return launch_wgmma_rows<TOK, STAGES, 1>(x, w, out, m, n, k, stream);
   // More rows than a tile holds (tests, benchmarks): tiles of TOK rows one after another, each row's bits unchanged.
-  for (; m > TOK; m -= TOK, x += size_t(TOK) * k, y += size_t(TOK) * n)
-    launch_wgmma_rows<TOK, STAGES, SPLIT>(x, w, bias, y, TOK, n, k, accumulate, stream);
+  if (m > TOK) {
+    launch_wgmma_rows<TOK, STAGES, SPLIT>(x, w, out, TOK, n, k, stream);
+    return launch_wgmma_rows<TOK, STAGES, SPLIT>(x + size_t(TOK) * k, w, out.after_rows(TOK, n), m - TOK, n, k,
+                                                 stream);
+  }
   auto kernel = wgmma_rows_kernel<TOK, STAGES, SPLIT>;
   allow_shared_memory_once(kernel, unsigned(W::kSmemBytes), "gemm wgmma rows", true);
   // One tile per cluster when split (the hand-off barrier counts one tile); persistent CTAs otherwise.
@@ -187,8 +201,8 @@ void launch_wgmma_rows(const uint16_t* x, const uint16_t* w, const float* bias, 
   const int most = multiprocessors() * (per_sm > 0 ? per_sm : 1);
   const int ctas = SPLIT > 1 ? tiles * SPLIT : (tiles < most ? tiles : most);
   launch_overlapping_kernel("gemm wgmma rows", kernel, dim3(ctas), dim3(W::kThreads), unsigned(W::kSmemBytes), stream,
-                            wgmma_tensor_map(w, n, k, W::kCols), wgmma_tensor_map(x, m, k, TOK), bias, y, m, n, k,
-                            accumulate);
+                            weight_tensor_map(w, n, k, W::kCols, out), wgmma_tensor_map(x, m, k, TOK), out, m, n,
+                            k);
 }
 
 }  // namespace fs::cuda::kernels::gemm_detail

@@ -96,6 +96,16 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const void* map, uint64_t
       : "memory");
 }
 
+// Copies the box at (c0 innermost, c1, c2, c3) of a 4-d tensor map into shared memory; completes bytes on `bar`.
+__device__ __forceinline__ void tma_load_4d(void* dst, const void* map, uint64_t* bar, int c0, int c1, int c2,
+                                            int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
+      "[%2];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+
 // Descriptor of a K-major operand tile in shared memory with the 128-byte swizzle: rows of 64 bf16 (128 bytes),
 // 8-row groups 1024 bytes apart; the tile starts 1024-byte aligned. Adding 2 steps k by 16 within the row.
 __device__ __forceinline__ uint64_t smem_desc_sw128(const void* tile) {

@@ -49,12 +49,13 @@ void qkv_rope_store(const float* qkv, int rows, HeadShape shape, const float* q_
 // [rows, heads·hd]. head_dim a multiple of 16 up to 256: tensor cores (q and softmax weights rounded to bf16, f32
 // accumulation), keys in blocks of 64 from position 0, each block split over 4 warps with their states merged in
 // fixed order; other head dims: `plain_attention`. A row's bits depend only on q[r], its keys and row_keys[r]. No
-// allocation, no host read of device data; the launch depends on rows and shape only.
-void attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, uint16_t* out,
-               void* stream);
+// allocation, no host read of device data; the launch depends on rows and shape only. With `gate` (f32, out's
+// layout; Qwen3.5's gated attention) each output element is multiplied by sigmoid(gate) before its one rounding.
+void attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, const float* gate,
+               uint16_t* out, void* stream);
 // The plain kernel (one warp per (row, head), f32 throughout), for any even head_dim up to 256.
-void plain_attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, uint16_t* out,
-                     void* stream);
+void plain_attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, const float* gate,
+                     uint16_t* out, void* stream);
 
 // out[r, f] = silu(gu[r, f]) · gu[r, F + f] as bf16, gu f32 [rows, 2F].
 void swiglu(const float* gu, int rows, int ffn, uint16_t* out, void* stream);
@@ -75,5 +76,14 @@ const char* gemm_variant_name(int variant);
 bool gemm_variant_has_gemm_bits(int variant);
 void gemm_variant(int variant, const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k,
                   bool accumulate, void* stream);
+
+// act[m, f] = swiglu(g, u) as bf16 for the GEMM's gate g = y[m, f] and up u = y[m, ffn + f], w = [gate; up] bf16
+// [2 ffn, k]: the bits of `gemm` then `swiglu`, without the f32 [m, 2 ffn] between them. The kernel reads the
+// weights' rows gate/up interleaved in blocks of 8 so that one thread holds both halves of a pair; ffn must be a
+// multiple of 8 and k positive.
+void gemm_swiglu(const uint16_t* x, const uint16_t* w, uint16_t* act, int m, int ffn, int k, void* stream);
+// The same with a configuration forced; only variants with gemm_variant_has_gemm_bits have the epilogue.
+void gemm_swiglu_variant(int variant, const uint16_t* x, const uint16_t* w, uint16_t* act, int m, int ffn, int k,
+                         void* stream);
 
 }  // namespace fs::cuda::kernels

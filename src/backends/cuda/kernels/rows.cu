@@ -53,7 +53,7 @@ __global__ void swiglu_kernel(const float* gu, int ffn, uint16_t* out) {
   const int f = blockIdx.x * blockDim.x + threadIdx.x;
   if (f >= ffn) return;
   const float g = gu[size_t(r) * 2 * ffn + f], u = gu[size_t(r) * 2 * ffn + ffn + f];
-  out[size_t(r) * ffn + f] = f32_to_bf16_bits((g / (1.0f + expf(-g))) * u);
+  out[size_t(r) * ffn + f] = swiglu_bits(g, u);
 }
 
 }  // namespace
