@@ -18,6 +18,7 @@
 #include "engine/drafters/load_drafter.h"
 #include "engine/engine.h"
 #include "engine/loaded_model.h"
+#include "models/cpu_runner.h"
 #include "models/kv_pool.h"
 #include "bench_main.h"
 
@@ -97,7 +98,7 @@ int bench(int argc, char** argv) {
   std::vector<std::string> argv_s(argv + 1, argv + argc);
   const std::string shared = std::string(FOLDSERVE_SOURCE_DIR) + "/../shared";
   fs::cli::Args args(argv_s, {"model", "drafter", "cases", "max-tokens", "draft-tokens", "draft-tree", "draft-round-rows", "threads", "reps",
-                        "device"}, {});
+                        "device", "streams", "kinds"}, {});
   if (auto t = args.get("threads")) setenv("FOLDSERVE_THREADS", t->c_str(), 1);
   const std::string device = args.get_or("device", "cpu");
   auto target = fs::load_model(args.get_or("model", shared + "/models/fortune-demo"), {}, device);
@@ -119,6 +120,7 @@ int bench(int argc, char** argv) {
               target->model->supports_row_parents() ? "" : " (the target has no row parents: trees run as chains)");
   const int reps = int(args.get_int("reps", 5));
   auto draft_model = fs::load_model(drafter_dir, {}, "cpu");
+  fs::quantize_for_drafting(*draft_model->model);  // as ModelDrafter runs it
   // Forward costs, each the best of rounds that take every size in turn.
   std::vector<std::pair<fs::Model*, int>> windows{{draft_model->model.get(), 1}};
   for (int rows : {1, 2, 3, 4, 5, 8, 16, 1 + 2 * k, 1 + 3 * k}) windows.push_back({target->model.get(), rows});
@@ -134,12 +136,17 @@ int bench(int argc, char** argv) {
                 windows[i].second, cost[i] / one_row);
   run(*target->model, prompts, 1, 16, nullptr, k, 1, round_rows);  // warm-up
   // Configurations interleaved `reps` times, best of each: the machine's other load hits them alike.
+  // --streams N runs only N streams; --kinds N only the first N configurations (2: undrafted and fortune-draft).
+  const int only_streams = int(args.get_int("streams", 0));
+  const size_t kind_count = size_t(std::max<long long>(1, args.get_int("kinds", 5)));
   for (int streams : {1, 4}) {
+    if (only_streams > 0 && streams != only_streams) continue;
     struct Kind {
       std::string drafter;
       int tree;
     };
-    const std::vector<Kind> kinds = {{"", 1}, {drafter_dir, 1}, {drafter_dir, w}, {"ngram", 1}, {"ngram", w}};
+    std::vector<Kind> kinds = {{"", 1}, {drafter_dir, 1}, {drafter_dir, w}, {"ngram", 1}, {"ngram", w}};
+    kinds.resize(std::min(kinds.size(), kind_count));
     std::vector<Run> best(kinds.size());
     for (int r = 0; r < reps; ++r)
       for (size_t c = 0; c < kinds.size(); ++c) {

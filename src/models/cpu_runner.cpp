@@ -1,5 +1,8 @@
 #include "models/cpu_runner.h"
 
+#include <algorithm>
+
+#include "backends/cpu/int8_rows.h"
 #include "backends/cpu/ops.h"
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -91,6 +94,27 @@ class CpuRunner final : public Model {
     std::vector<float> states;
     run(std::span<const SequenceChunk>(&chunk, 1), pool, &states);
     return states;
+  }
+
+  // Every matrix whose shape fits gets an int8 copy (one per distinct weights) in place of its packed one.
+  void quantize_for_drafting() {
+    std::vector<std::pair<const void*, std::shared_ptr<const cpu::Int8Rows>>> done;
+    size_t extra = 0;
+    for (WeightMatrix* w : matmul_weights()) {
+      if (!cpu::int8_fits(*w)) continue;
+      auto it = std::find_if(done.begin(), done.end(), [&](const auto& d) { return d.first == w->data; });
+      if (it == done.end()) {
+        done.emplace_back(w->data, cpu::quantize_rows(*w));
+        it = done.end() - 1;
+        extra += it->second->bytes();
+      }
+      w->int8 = it->second;
+      w->packed.reset();
+    }
+    // The packed block is freed once no matrix points into it; a matrix that did not fit may still read it.
+    bool packed_left = false;
+    for (WeightMatrix* w : matmul_weights()) packed_left = packed_left || w->packed;
+    packed_bytes_ = (packed_left ? packed_bytes_ : 0) + extra;
   }
 
  private:
@@ -229,6 +253,13 @@ class CpuRunner final : public Model {
 };
 
 }  // namespace
+
+bool quantize_for_drafting(Model& model) {
+  auto* cpu = dynamic_cast<CpuRunner*>(&model);
+  if (!cpu) return false;
+  cpu->quantize_for_drafting();
+  return true;
+}
 
 std::unique_ptr<Model> create_cpu_model(const ModelConfig& config, ModelProgram program,
                                         std::shared_ptr<Checkpoint> checkpoint) {

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include "backends/cpu/exp8.h"
+#include "backends/cpu/int8_rows.h"
 #include "backends/cpu/matmul_kernels.h"
 #include "core/thread_pool.h"
 
@@ -16,6 +17,7 @@ namespace fs::cpu {
 constexpr size_t kSerialWork = 200000;
 
 void matmul(const float* x, int rows, const WeightMatrix& w, const float* bias, float* y) {
+  if (w.int8) return matmul_int8(x, rows, *w.int8, bias, y);
   const size_t N = size_t(w.rows);
   const bool wide = w.packed != nullptr;
   auto body = [&](size_t begin, size_t end) {

@@ -10,7 +10,8 @@
 
 namespace fs::cpu {
 
-// y[m, n] = sum_k x[m, k] · w[n, k] (+ bias[n]) for m < rows; threads split the n range.
+// y[m, n] = sum_k x[m, k] · w[n, k] (+ bias[n]) for m < rows; threads split the n range. A matrix with an int8
+// copy (w.int8) goes through matmul_int8: approximate, for drafters.
 void matmul(const float* x, int rows, const WeightMatrix& w, const float* bias, float* y);
 // Where this CPU runs AVX-512, gives each matrix a copy of its weights in the layout the AVX-512 matmul reads (one
 // copy for matrices of the same weights), all in one block of huge pages; matmul results keep their bits. Returns the

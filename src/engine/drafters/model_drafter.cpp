@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "models/cpu_runner.h"
 
 namespace fs {
 
@@ -10,6 +11,7 @@ ModelDrafter::ModelDrafter(std::unique_ptr<Model> model, std::string name, int p
     : model_(std::move(model)), name_(std::move(name)) {
   const SequenceMemorySpec spec = model_->memory_spec();
   if (spec.has_state()) throw Error("drafter " + name_ + " carries recurrent state; only attention models draft");
+  quantize_for_drafting(*model_);
   pool_ = std::make_unique<KvPool>(spec, 16, std::max(pages, 1), 0, model_->kv_on_host());
   model_->attach_pool(*pool_);
 }

@@ -1,5 +1,7 @@
 #pragma once
-// Drafting with a small model of the same tokenizer, run on the CPU: it keeps K/V of each stream's tokens in its
+// Drafting with a small model of the same tokenizer, run on the CPU with approximate int8 weights where they fit
+// (quantize_for_drafting: a guess only needs the top choices, and a smaller drafter leaves the cache to the
+// target; the target checks every guess, so replies keep their bits): it keeps K/V of each stream's tokens in its
 // own pool, catches up on what the stream kept since the last round (rolling back to the longest common prefix, so
 // rejected guesses leave nothing behind) and proposes its greedy continuation, all streams batched per depth. A tree
 // of width W is that greedy branch with the W - 1 next choices at each depth as leaves beside it: no extra drafter
