@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -48,7 +49,10 @@ TEST(CpuInt8, ResultsLieWithinTheRoundingBound) {
     SCOPED_TRACE("n " + std::to_string(s.n) + " k " + std::to_string(s.k));
     const int rows = 5;
     const auto wdata = normal(size_t(s.n) * size_t(s.k), 7, 0.05f);
-    const auto x = normal(size_t(rows) * size_t(s.k), 11, 1.0f);
+    auto x = normal(size_t(rows) * size_t(s.k), 11, 1.0f);
+    // Row 3 all zeros, row 4 one value throughout: ranges that only reach 0 from one side.
+    std::fill_n(x.begin() + 3 * s.k, s.k, 0.0f);
+    std::fill_n(x.begin() + 4 * s.k, s.k, 2.5f);
     const auto bias = normal(size_t(s.n), 13, 0.1f);
     const WeightMatrix w = f32_matrix(wdata, s.n, s.k);
     const auto q = quantize_rows(w);
@@ -58,12 +62,13 @@ TEST(CpuInt8, ResultsLieWithinTheRoundingBound) {
     double worst = 0;
     for (int m = 0; m < rows; ++m) {
       const float* xr = x.data() + size_t(m) * size_t(s.k);
-      double xmax = 0, xabs = 0;
+      double xmin = 0, xmax = 0, xabs = 0;
       for (int k = 0; k < s.k; ++k) {
-        xmax = std::max(xmax, double(std::fabs(xr[k])));
+        xmin = std::min(xmin, double(xr[k]));
+        xmax = std::max(xmax, double(xr[k]));
         xabs += std::fabs(xr[k]);
       }
-      const double sx = xmax / 127;
+      const double sx = (xmax - xmin) / 255;
       for (int n = 0; n < s.n; ++n) {
         const float* wr = wdata.data() + size_t(n) * size_t(s.k);
         double exact = bias[size_t(n)], wmax = 0, wabs = 0;

@@ -20,31 +20,40 @@ namespace {
 // Multiply-adds below which an int8 matmul runs on the calling thread.
 constexpr size_t kSerialWork = 200000;
 
-// Each input row to 0..255 around 128: xq = round(x / step) + 128; step[m] = max |x| / 127 (1 for a row of zeros).
-void quantize_inputs(const float* x, int rows, int K, uint8_t* xq, float* step) {
+// Each input row to 0..255 over its own range and 0: xq = round(x / step) + zero[m], step[m] = (hi − lo) / 255 with
+// lo = min(0, min x), hi = max(0, max x) (1 for a row of zeros), zero[m] = round(−lo / step).
+void quantize_inputs(const float* x, int rows, int K, uint8_t* xq, float* step, int32_t* zero) {
   for (int m = 0; m < rows; ++m) {
     const float* xr = x + size_t(m) * size_t(K);
     uint8_t* qr = xq + size_t(m) * size_t(K);
-    __m256 amax8 = _mm256_setzero_ps();
-    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    __m256 lo8 = _mm256_set1_ps(xr[0]), hi8 = lo8;
     int k = 0;
-    for (; k + 8 <= K; k += 8) amax8 = _mm256_max_ps(amax8, _mm256_and_ps(_mm256_loadu_ps(xr + k), abs_mask));
-    float lanes[8];
-    _mm256_storeu_ps(lanes, amax8);
-    float amax = *std::max_element(lanes, lanes + 8);
-    for (; k < K; ++k) amax = std::max(amax, std::fabs(xr[k]));
-    step[m] = amax > 0.0f ? amax / 127.0f : 1.0f;
+    for (; k + 8 <= K; k += 8) {
+      const __m256 v = _mm256_loadu_ps(xr + k);
+      lo8 = _mm256_min_ps(lo8, v);
+      hi8 = _mm256_max_ps(hi8, v);
+    }
+    float lo_lanes[8], hi_lanes[8];
+    _mm256_storeu_ps(lo_lanes, lo8);
+    _mm256_storeu_ps(hi_lanes, hi8);
+    float lo = *std::min_element(lo_lanes, lo_lanes + 8), hi = *std::max_element(hi_lanes, hi_lanes + 8);
+    for (; k < K; ++k) lo = std::min(lo, xr[k]), hi = std::max(hi, xr[k]);
+    lo = std::min(lo, 0.0f);
+    hi = std::max(hi, 0.0f);
+    step[m] = hi > lo ? (hi - lo) / 255.0f : 1.0f;
     const float inv = 1.0f / step[m];
+    zero[m] = int32_t(std::clamp(std::lrint(-lo * inv), 0L, 255L));
     const __m256 inv8 = _mm256_set1_ps(inv);
-    const __m256i zero_point = _mm256_set1_epi32(128);
+    const __m256i zp = _mm256_set1_epi32(zero[m]), floor = _mm256_setzero_si256(), ceil = _mm256_set1_epi32(255);
     k = 0;
     for (; k + 8 <= K; k += 8) {
-      const __m256i v = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xr + k), inv8)), zero_point);
+      __m256i v = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xr + k), inv8)), zp);
+      v = _mm256_min_epi32(_mm256_max_epi32(v, floor), ceil);
       int32_t out[8];
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), v);
       for (int t = 0; t < 8; ++t) qr[k + t] = uint8_t(out[t]);
     }
-    for (; k < K; ++k) qr[k] = uint8_t(std::lrint(xr[k] * inv) + 128);
+    for (; k < K; ++k) qr[k] = uint8_t(std::clamp(std::lrint(xr[k] * inv) + zero[m], 0L, 255L));
   }
 }
 
@@ -128,18 +137,20 @@ void matmul_int8(const float* x, int rows, const Int8Rows& w, const float* bias,
   const size_t N = size_t(w.rows), blocks = N / kInt8Block, block_bytes = size_t(K) * kInt8Block;
   std::vector<uint8_t> xq(size_t(rows) * size_t(K));
   std::vector<float> step(static_cast<size_t>(rows));
-  quantize_inputs(x, rows, K, xq.data(), step.data());
+  std::vector<int32_t> zero(static_cast<size_t>(rows));
+  quantize_inputs(x, rows, K, xq.data(), step.data(), zero.data());
   // Rows [m, m + R) against blocks [b, b + NB): integer sums, then scaled into y.
   auto finish = [&](int m, int R, size_t b, int NB, const int32_t* sums) {
     for (int r = 0; r < R; ++r) {
       const __m256 step8 = _mm256_set1_ps(step[size_t(m + r)]);
+      const __m256i zero8 = _mm256_set1_epi32(zero[size_t(m + r)]);
       const int32_t* sr = sums + size_t(r) * size_t(NB) * kInt8Block;
       float* yr = y + size_t(m + r) * N + b * kInt8Block;
       for (int i = 0; i < NB * kInt8Block; i += 8) {
         const size_t n = b * kInt8Block + size_t(i);
         const __m256i corrected = _mm256_sub_epi32(
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sr + i)),
-            _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.sum.get() + n)), 7));
+            _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.sum.get() + n)), zero8));
         __m256 v = _mm256_mul_ps(_mm256_mul_ps(step8, _mm256_loadu_ps(w.scale.get() + n)),
                                  _mm256_cvtepi32_ps(corrected));
         if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + n));

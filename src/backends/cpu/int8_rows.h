@@ -1,7 +1,7 @@
 #pragma once
 // An approximate int8 copy of a weight matrix, for models whose results need not be exact (a drafter only needs its
-// top choices): each row scaled to ±127 and rounded, each input row to 0..255 around 128. A quarter of f32's bytes
-// and half of bf16's, and 64 multiply-adds per AVX-512 VNNI instruction.
+// top choices): each weight row scaled to ±127 and rounded, each input row to 0..255 over its own range. A quarter of
+// f32's bytes and half of bf16's, and 64 multiply-adds per AVX-512 VNNI instruction.
 #include <cstdint>
 #include <memory>
 
@@ -16,7 +16,7 @@ struct Int8Rows {
   // adds 4 columns into 16 rows' sums.
   std::shared_ptr<int8_t[]> packed;
   std::unique_ptr<float[]> scale;  // per row: max |w| / 127
-  std::unique_ptr<int32_t[]> sum;  // per row: the sum of its int8 weights (for the inputs' zero point of 128)
+  std::unique_ptr<int32_t[]> sum;  // per row: the sum of its int8 weights (for the inputs' zero points)
   size_t bytes() const { return size_t(rows) * size_t(cols) + size_t(rows) * 8; }
 };
 
