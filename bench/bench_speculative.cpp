@@ -1,5 +1,6 @@
 // Speculative decoding: fortune-demo (on --device, cpu by default) alone, with the fortune-draft model (always on the
-// CPU) and with n-gram drafting, each as chains and as trees (--draft-tree W), for 1 and 4 streams in one run; tok/s,
+// CPU, on ModelDrafter's int8 weights and, as chains, on its own bf16 ones) and with n-gram drafting, each as chains
+// and as trees (--draft-tree W), for 1 and 4 streams in one run; tok/s,
 // acceptance, the ratio to undrafted, and the token_sha256 of every configuration's replies (equal when drafting
 // changes no bit). Prints figures; never a test.
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "core/sha256.h"
 #include "core/thread_pool.h"
 #include "engine/drafters/load_drafter.h"
+#include "engine/drafters/model_drafter.h"
 #include "engine/engine.h"
 #include "engine/loaded_model.h"
 #include "models/cpu_runner.h"
@@ -136,7 +138,8 @@ int bench(int argc, char** argv) {
                 windows[i].second, cost[i] / one_row);
   run(*target->model, prompts, 1, 16, nullptr, k, 1, round_rows);  // warm-up
   // Configurations interleaved `reps` times, best of each: the machine's other load hits them alike.
-  // --streams N runs only N streams; --kinds N only the first N configurations (2: undrafted and fortune-draft).
+  // --streams N runs only N streams; --kinds N only the first N configurations (3: undrafted, fortune-draft on int8
+  // weights and on bf16).
   const int only_streams = int(args.get_int("streams", 0));
   const size_t kind_count = size_t(std::max<long long>(1, args.get_int("kinds", 5)));
   for (int streams : {1, 4}) {
@@ -144,14 +147,22 @@ int bench(int argc, char** argv) {
     struct Kind {
       std::string drafter;
       int tree;
+      bool bf16 = false;  // the drafter on its own bf16 weights instead of ModelDrafter's int8 copies
     };
-    std::vector<Kind> kinds = {{"", 1}, {drafter_dir, 1}, {drafter_dir, w}, {"ngram", 1}, {"ngram", w}};
+    std::vector<Kind> kinds = {{"", 1}, {drafter_dir, 1}, {drafter_dir, 1, true}, {drafter_dir, w}, {"ngram", 1},
+                               {"ngram", w}};
     kinds.resize(std::min(kinds.size(), kind_count));
     std::vector<Run> best(kinds.size());
     for (int r = 0; r < reps; ++r)
       for (size_t c = 0; c < kinds.size(); ++c) {
         const Kind& kind = kinds[c];
-        auto drafter = kind.drafter.empty() ? nullptr : fs::load_drafter(kind.drafter, *target, streams, 1024);
+        std::shared_ptr<fs::Drafter> drafter;
+        if (kind.bf16) {
+          auto m = fs::load_model(kind.drafter, {}, "cpu");
+          drafter = std::make_shared<fs::ModelDrafter>(std::move(m->model), m->name, streams * 65, false);
+        } else if (!kind.drafter.empty()) {
+          drafter = fs::load_drafter(kind.drafter, *target, streams, 1024);
+        }
         Run x = run(*target->model, prompts, streams, max_tokens, drafter, k, kind.tree, round_rows);
         if (r == 0 || x.seconds < best[c].seconds) best[c] = x;
       }
@@ -165,7 +176,7 @@ int bench(int argc, char** argv) {
       const double rate = double(d.tokens) / d.seconds;
       const auto& s = d.stats;
       const std::string label = std::string(kind.drafter == "ngram" ? "ngram" : "fortune-draft") +
-                                (kind.tree > 1 ? " tree " + std::to_string(kind.tree) : "");
+                                (kind.tree > 1 ? " tree " + std::to_string(kind.tree) : "") + (kind.bf16 ? " bf16" : "");
       std::printf("streams %d  %-20s %7.1f tok/s  x%.2f  acceptance %.2f  kept/window %.2f  token_sha256 %s%s\n",
                   streams, label.c_str(), rate, rate / base_rate,
                   s.drafted_tokens ? double(s.accepted_tokens) / double(s.drafted_tokens) : 0.0,

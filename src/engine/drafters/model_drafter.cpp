@@ -7,11 +7,11 @@
 
 namespace fs {
 
-ModelDrafter::ModelDrafter(std::unique_ptr<Model> model, std::string name, int pages)
+ModelDrafter::ModelDrafter(std::unique_ptr<Model> model, std::string name, int pages, bool int8_weights)
     : model_(std::move(model)), name_(std::move(name)) {
   const SequenceMemorySpec spec = model_->memory_spec();
   if (spec.has_state()) throw Error("drafter " + name_ + " carries recurrent state; only attention models draft");
-  quantize_for_drafting(*model_);
+  if (int8_weights) quantize_for_drafting(*model_);
   pool_ = std::make_unique<KvPool>(spec, 16, std::max(pages, 1), 0, model_->kv_on_host());
   model_->attach_pool(*pool_);
 }

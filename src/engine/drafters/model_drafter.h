@@ -19,7 +19,8 @@ namespace fs {
 class ModelDrafter final : public Drafter {
  public:
   // `pages` of the drafter's own pool (16 positions each); streams' K/V are dropped, oldest first, when it runs dry.
-  ModelDrafter(std::unique_ptr<Model> model, std::string name, int pages);
+  // `int8_weights` false keeps the model's own weights (benchmarks compare the two).
+  ModelDrafter(std::unique_ptr<Model> model, std::string name, int pages, bool int8_weights = true);
   ~ModelDrafter() override;
   const char* name() const override { return name_.c_str(); }
   std::vector<std::vector<int32_t>> propose(std::span<const DraftRequest> requests) override;
