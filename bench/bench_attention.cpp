@@ -1,6 +1,7 @@
 // Attention kernel benchmark on the Llama-3-8B head shape (32 heads, 8 kv heads, head_dim 128, pages of 16):
-// a 2048-row prefill chunk (TFLOP/s of the causal work) and 1/16/64 decode rows at 128/1024/4096 keys (TB/s of the
-// K/V bytes read), for the tensor-core kernel and the plain one.
+// a 2048-row prefill chunk (TFLOP/s of the causal work) and 1/16/64 decode rows at 128/1024/4096/16384 keys (TB/s of
+// the K/V bytes read), for the tensor-core kernel with split scratch (as the model runs it: a long row's key chunks
+// on several CTAs), without it ("mma-1cta": every row's chunks in one CTA) and the plain kernel.
 // Usage: bench_attention [--reps N]
 #include <algorithm>
 #include <chrono>
@@ -32,12 +33,13 @@ constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128, kPageTokens = 16;
 struct Bench {
   cuda::Device device{0};
   cuda::Stream stream;
-  cuda::DeviceArena arena{size_t{3} << 30, "attention benchmark"};
+  cuda::DeviceArena arena{size_t{8} << 30, "attention benchmark"};
   uint16_t* keys = nullptr;
   uint16_t* values = nullptr;
   float* q = nullptr;
   uint16_t* out = nullptr;
   size_t pages = 0;
+  k::AttentionSplit split;
 
   // A pool of `pages` pages, q and out for `rows` rows; bf16 0x3c3c ≈ 0.0115 everywhere.
   Bench(size_t pool_pages, int rows) : pages(pool_pages) {
@@ -47,6 +49,12 @@ struct Bench {
     const size_t q_elems = size_t(rows) * kHeads * kHeadDim;
     q = reinterpret_cast<float*>(arena.allocate(q_elems * 4, "q").ptr);
     out = reinterpret_cast<uint16_t*>(arena.allocate(q_elems * 2, "out").ptr);
+    split.record_capacity = int(pages * kPageTokens / k::kSplitKeys) + 64;
+    split.records = reinterpret_cast<float*>(
+        arena.allocate(size_t(split.record_capacity) * kHeads * (kHeadDim + 2) * 4, "chunk records").ptr);
+    const auto counters = arena.allocate(64 * kHeads * 4, "arrival counters");
+    split.counters = reinterpret_cast<int32_t*>(counters.ptr);
+    FS_CU(memset_d8_async, counters.ptr, 0, 64 * kHeads * 4, stream.handle());
     for (auto [p, n] : {std::pair{(void*)keys, kv_bytes}, {(void*)values, kv_bytes}, {(void*)q, q_elems * 4}})
       FS_CU(memset_d8_async, cuda::CUdeviceptr(reinterpret_cast<uintptr_t>(p)), 0x3c, n, stream.handle());
     stream.synchronize();
@@ -62,7 +70,8 @@ struct Bench {
 
   // Mean seconds per call over `reps` calls after two warm-ups.
   double time(const std::vector<int32_t>& row_keys, const std::vector<int32_t>& row_table,
-              const std::vector<int32_t>& page_list, bool plain, int reps) {
+              const std::vector<int32_t>& page_list, const char* kernel, int reps) {
+    const bool plain = std::strcmp(kernel, "plain") == 0;
     const int rows = int(row_keys.size());
     k::PagedKv kv{keys, values, upload(row_keys), upload(row_keys), upload(row_table), upload(page_list),
                   kPageTokens};
@@ -72,7 +81,8 @@ struct Bench {
       if (plain)
         k::plain_attention(q, rows, shape, kv, scale, nullptr, out, stream.handle());
       else
-        k::attention(q, rows, shape, kv, scale, nullptr, out, stream.handle());
+        k::attention(q, rows, shape, kv, scale, nullptr, std::strcmp(kernel, "mma") == 0 ? split : k::AttentionSplit{},
+                     out, stream.handle());
     };
     for (int i = 0; i < 2; ++i) call();
     stream.synchronize();
@@ -105,24 +115,24 @@ int bench(int argc, char** argv) {
       flop += 4.0 * kHeads * kHeadDim * (r + 1);
     }
     for (size_t p = 0; p < pages.size(); ++p) pages[p] = int32_t((p * 37) % pages.size());
-    for (bool plain : {false, true}) {
-      const double s = b.time(keys, table, pages, plain, plain ? 2 : reps);
-      std::printf("%-8s %6d %6d %8s %12.1f %10.2f %10.3f\n", plain ? "plain" : "mma", rows, rows, "prefill", s * 1e6,
-                  flop / s / 1e12, double(rows) * row_kv_bytes / s / 1e12);
+    for (const char* kernel : {"mma", "plain"}) {
+      const double s = b.time(keys, table, pages, kernel, std::strcmp(kernel, "plain") == 0 ? 2 : reps);
+      std::printf("%-8s %6d %6d %8s %12.1f %10.2f %10.3f\n", kernel, rows, rows, "prefill", s * 1e6, flop / s / 1e12,
+                  double(rows) * row_kv_bytes / s / 1e12);
     }
   }
   for (int streams : {1, 16, 64})
-    for (int n : {128, 1024, 4096}) {
+    for (int n : {128, 1024, 4096, 16384}) {
       const int per = n / kPageTokens;
       Bench b(size_t(streams) * per, streams);
       std::vector<int32_t> keys(size_t(streams), n), table(static_cast<size_t>(streams)), pages(size_t(streams) * per);
       for (int s = 0; s < streams; ++s) table[size_t(s)] = s * per;
       for (size_t p = 0; p < pages.size(); ++p) pages[p] = int32_t((p * 97) % pages.size());
       const double flop = 4.0 * kHeads * kHeadDim * n * streams, bytes = double(row_kv_bytes) * n * streams;
-      for (bool plain : {false, true}) {
-        const double s = b.time(keys, table, pages, plain, reps);
-        std::printf("%-8s %6d %6d %8s %12.1f %10.2f %10.3f\n", plain ? "plain" : "mma", streams, n, "decode",
-                    s * 1e6, flop / s / 1e12, bytes / s / 1e12);
+      for (const char* kernel : {"mma", "mma-1cta", "plain"}) {
+        const double s = b.time(keys, table, pages, kernel, reps);
+        std::printf("%-8s %6d %6d %8s %12.1f %10.2f %10.3f\n", kernel, streams, n, "decode", s * 1e6,
+                    flop / s / 1e12, bytes / s / 1e12);
       }
     }
   return 0;

@@ -47,6 +47,22 @@ TEST_P(BatchInvariance, ChunkedEqualsWhole) {
   }
 }
 
+// Past the CUDA kernels' 1024-key attention chunks: the last logits of a 1100-token prompt whole, in chunks of 64 and
+// of 300, and as 1099 tokens then one (every earlier row's attention reaches the last row through later layers).
+TEST_P(BatchInvariance, LongPromptChunkedEqualsWhole) {
+  const size_t V = size_t(config.vocab_size);
+  const auto ids = random_tokens(1100, 6, config.vocab_size);
+  SequencePool pool(*model, 1, 1104);
+  const auto whole = pool.prefill(0, ids, int(ids.size()), false);
+  ASSERT_EQ(whole.size(), V);
+  for (int chunk : {64, 300, 1099}) {
+    SCOPED_TRACE("chunk " + std::to_string(chunk));
+    const auto chunked = pool.prefill(0, ids, chunk, false);
+    ASSERT_GE(chunked.size(), V);
+    EXPECT_TRUE(same_bits(whole, chunked.data() + chunked.size() - V, V));
+  }
+}
+
 FS_CONFORMANCE_INSTANCES(BatchInvariance);
 
 }  // namespace

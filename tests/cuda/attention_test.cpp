@@ -67,7 +67,7 @@ TEST(CudaKernels, RopeStoreAndPagedAttentionMatchCpu) {
     const float scale = 1.0f / std::sqrt(float(hd));
     k::qkv_rope_store(gpu.upload(qkv), T, shape, cs.norm ? gpu.upload(qn) : nullptr,
                       cs.norm ? gpu.upload(kn) : nullptr, 1e-6f, gpu.upload(cos), gpu.upload(sin), kv, q, gpu.stream());
-    k::attention(q, T, shape, kv, scale, nullptr, out, gpu.stream());
+    k::attention(q, T, shape, kv, scale, nullptr, {}, out, gpu.stream());
 
     // CPU: split, norm, rope, bf16 K/V, softmax attention in double.
     std::vector<float> cq(size_t(T) * Q), ck(size_t(T) * KV), cv(size_t(T) * KV);
@@ -172,7 +172,8 @@ class PagedAttention {
   PagedAttention(Gpu& gpu, const PagedPool& pool)
       : gpu_(gpu), pool_(pool), keys_(gpu.upload(pool.keys)), values_(gpu.upload(pool.values)) {}
 
-  std::vector<uint16_t> run(const std::vector<Row>& rows, bool plain = false, bool gated = false) {
+  std::vector<uint16_t> run(const std::vector<Row>& rows, bool plain = false, bool gated = false,
+                            const k::AttentionSplit& split = {}) {
     std::vector<int32_t> row_keys, row_table, pages;
     std::vector<float> q, gate;
     std::vector<int> table_of(pool_.tables.size(), -1);
@@ -198,7 +199,7 @@ class PagedAttention {
     if (plain)
       k::plain_attention(gpu_.upload(q), int(rows.size()), shape, kv, scale, gate_d, out, gpu_.stream());
     else
-      k::attention(gpu_.upload(q), int(rows.size()), shape, kv, scale, gate_d, out, gpu_.stream());
+      k::attention(gpu_.upload(q), int(rows.size()), shape, kv, scale, gate_d, split, out, gpu_.stream());
     return gpu_.download(out, rows.size() * pool_.row_width());
   }
 
@@ -376,6 +377,62 @@ TEST(CudaKernels, AttentionRowBitsDoNotDependOnTheCall) {
     std::vector<Row> shifted = {{4, 0}};
     shifted.insert(shifted.end(), prompt.begin(), prompt.end());
     check(shifted, att.run(shifted), "shifted prompt");
+  }
+}
+
+// Rows longer than one chunk of keys (kSplitKeys): against the double reference, and the same bits whether their
+// chunks run in one CTA (a prefill call, a decode call without split scratch, or with too few records) or on
+// several CTAs, alone or beside other rows; the arrival counters are back at zero after every call.
+TEST(CudaKernels, LongRowsGiveTheSameBitsSplitOrNot) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(15);
+  const int long_len = 2 * k::kSplitKeys + 500;
+  const std::vector<int> lengths = {long_len, k::kSplitKeys + 300, k::kSplitKeys + 1, k::kSplitKeys, 300};
+  for (Heads s : {Heads{8, 2, 128}, Heads{6, 2, 64}, Heads{24, 4, 256}}) {
+    SCOPED_TRACE(describe(s));
+    PagedPool pool(rng, s.heads, s.kv_heads, s.head_dim, lengths);
+    PagedAttention att(gpu, pool);
+    const size_t W = pool.row_width();
+    const size_t record = size_t(s.heads) * size_t(s.head_dim + 2);
+    auto split_with = [&](int capacity) {
+      k::AttentionSplit split;
+      split.records = gpu.poisoned<float>(size_t(capacity) * record);
+      split.record_capacity = capacity;
+      split.counters = gpu.upload(std::vector<int32_t>(size_t(64) * s.heads, 0));
+      return split;
+    };
+    const k::AttentionSplit roomy = split_with(64), tight = split_with(4);
+    const std::vector<Row> decode = {{0, long_len - 1}, {1, k::kSplitKeys + 299}, {2, k::kSplitKeys},
+                                     {3, k::kSplitKeys - 1}, {4, 299}, {0, k::kSplitKeys + 7}};
+    // Every row alone, chunks split over CTAs: the reference bits, within tolerance of the double loop.
+    std::vector<std::vector<uint16_t>> alone;
+    for (Row r : decode) alone.push_back(att.run({r}, false, false, roomy));
+    std::vector<uint16_t> all;
+    for (const auto& a : alone) all.insert(all.end(), a.begin(), a.end());
+    expect_matches_cpu(pool, decode, all, true);
+    auto expect_alone_bits = [&](const std::vector<Row>& rows, const std::vector<uint16_t>& got, const char* call) {
+      int compared = 0;
+      for (size_t i = 0; i < rows.size(); ++i)
+        for (size_t j = 0; j < decode.size(); ++j)
+          if (rows[i].seq == decode[j].seq && rows[i].pos == decode[j].pos) {
+            ++compared;
+            EXPECT_TRUE(std::equal(alone[j].begin(), alone[j].end(), got.begin() + long(i * W)))
+                << call << ": sequence " << rows[i].seq << ", position " << rows[i].pos;
+          }
+      EXPECT_GT(compared, 0) << call;
+    };
+    for (size_t j = 0; j < decode.size(); ++j)
+      expect_alone_bits({decode[j]}, att.run({decode[j]}), "alone, no split scratch");
+    expect_alone_bits(decode, att.run(decode, false, false, roomy), "decode call, split");
+    expect_alone_bits(decode, att.run(decode, false, false, tight), "decode call, too few records for some rows");
+    expect_alone_bits(decode, att.run(decode), "decode call, no split scratch");
+    std::vector<Row> prompt;  // the long sequence's whole prompt: tiles of consecutive rows, chunks in one CTA
+    for (int p = 0; p < long_len; ++p) prompt.push_back({0, p});
+    prompt.push_back({2, k::kSplitKeys});
+    expect_alone_bits(prompt, att.run(prompt, false, false, roomy), "whole prompt");
+    for (const auto& split : {roomy, tight})
+      EXPECT_EQ(gpu.download(split.counters, size_t(64) * s.heads), std::vector<int32_t>(size_t(64) * s.heads, 0));
   }
 }
 

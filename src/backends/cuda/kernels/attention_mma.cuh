@@ -5,11 +5,17 @@
 // (or 16 heads of a larger group). Rows of the CTA that share a page table form one segment; a segment streams its
 // keys in blocks of 64 aligned to absolute position 0, in order, through a cp.async pipeline into shared memory that
 // all its tiles read. Each tile has four warps; warp w owns keys 16w…16w+15 of every block and keeps its own online
-// softmax: S = Q·Kᵀ and O += P·V with
-// mma.sync m16n8k16 (Q and P rounded to bf16, f32 accumulation, exp2 with the scale folded in). At the end the four
-// warp states of a tile are merged in the order w = 0…3. A row's keys at or past its key count are masked to -inf, so a block
-// holding none of its keys changes nothing (correction 1, P = 0, and K/V past the segment's keys are zero-filled):
-// a row's bits depend only on its q, its keys and its key count, never on the rows sharing the tile or the call.
+// softmax: S = Q·Kᵀ and O += P·V with mma.sync m16n8k16 (Q and P rounded to bf16, f32 accumulation, exp2 with the
+// scale folded in). A row's keys at or past its key count are masked to -inf, so a block holding none of its keys
+// changes nothing (correction 1, P = 0, and K/V past the segment's keys are zero-filled).
+//
+// Keys are cut into chunks of kSplitKeys at absolute positions. Each chunk starts from an empty state; at its end
+// the four warp states are merged in the order w = 0…3 into the chunk's state (max, sum, unnormalised output), and
+// a row's chunk states are combined in chunk order (`combine`). A row with one chunk is that chunk's output. The
+// chunks of a row run one after another in its CTA (the running total kept in the row's q, read only at the start),
+// or, in calls of up to 64 rows given split scratch, on `workers` CTAs that write chunk records; the last to finish
+// combines them. Either way a row's bits depend only on its q, its keys and its key count, never on the rows sharing
+// the tile or the call.
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/launch.cuh"
 #include "backends/cuda/kernels/mma_ptx.cuh"
@@ -17,11 +23,19 @@
 #include "backends/cuda/kernels/paged_keys.cuh"
 #include "backends/cuda/kernels/ops.h"
 
+#include <algorithm>
+
+namespace fs::cuda::kernels {
+int multiprocessor_count();  // of the current device
+}
+
 namespace fs::cuda::kernels::attention_mma {
 
 constexpr int kBlockKeys = 64;  // keys per block, blocks start at absolute positions 0, 64, 128, …
 constexpr int kWarps = 4;       // warp w of a tile owns keys 16w…16w+15 of each block
 constexpr int kTile = 16;       // (row, head) pairs per tile: the mma M dimension
+constexpr int kChunkBlocks = kSplitKeys / kBlockKeys;
+static_assert(kSplitKeys % kBlockKeys == 0, "chunks hold whole key blocks");
 
 template <int HD, int TILES>
 struct Layout {
@@ -35,11 +49,13 @@ struct Layout {
   static constexpr int kWarpFloats = kTile * kAccStride + 2 * kTile;  // partial output, then m and l
   static constexpr size_t kKvBytes = size_t(kStages) * kStageElems * 2;
   static constexpr size_t kMergeBytes = size_t(kWarps) * TILES * kWarpFloats * 4;
-  static constexpr size_t kSmemBytes = kQElems * 2 + (kKvBytes > kMergeBytes ? kKvBytes : kMergeBytes);
+  static constexpr size_t kRunBytes = size_t(2 * 2 * kSlots) * 4;  // running max and sum per slot, two buffers
+  static constexpr size_t kSmemBytes = kQElems * 2 + (kKvBytes > kMergeBytes ? kKvBytes : kMergeBytes) + kRunBytes;
 };
 
 struct Params {
-  const float* q;
+  float* q;           // also the running output of rows whose chunks run in one CTA
+
   const float* gate;  // null, or f32 [rows, heads·HD]: the output multiplied by sigmoid(gate) before rounding
   uint16_t* out;
   PagedKv kv;
@@ -47,7 +63,38 @@ struct Params {
   int tile_heads, head_tiles;        // heads per tile (≤ 16) and tiles per group
   int tile_rows;                     // rows per CTA (tile_rows · tile_heads ≤ 16 · TILES)
   float scale_log2;                  // softmax scale · log2(e)
+  int workers;                       // CTAs sharing a row's chunks (gridDim.z); 1 without split scratch
+  AttentionSplit split;
 };
+
+// Chunks of a row with `keys` keys.
+__device__ __forceinline__ int chunk_count(int keys) { return (keys + kSplitKeys - 1) / kSplitKeys; }
+
+// A row's chunk states folded in chunk order: (M, L, O) += chunk (m, l, o), each side scaled to the larger max.
+__device__ __forceinline__ void combine(float& M, float& L, float& o0, float& o1, float m, float l, float c0,
+                                        float c1) {
+  const float mx = fmaxf(M, m);
+  const float a = M == -INFINITY ? 0.0f : exp2f(M - mx), b = m == -INFINITY ? 0.0f : exp2f(m - mx);
+  L = fmaf(L, a, l * b);
+  o0 = fmaf(o0, a, c0 * b);
+  o1 = fmaf(o1, a, c1 * b);
+  M = mx;
+}
+
+// Writes output elements d, d + 1 of (row, head): o / l, times sigmoid(gate) when gated, as bf16.
+__device__ __forceinline__ void finish(const Params& p, size_t at, float o0, float o1, float l) {
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  float a = o0 * inv, c = o1 * inv;
+  if (p.gate) {
+    const float2 gate = *reinterpret_cast<const float2*>(p.gate + at);
+    a *= sigmoid(gate.x);
+    c *= sigmoid(gate.y);
+  }
+  *reinterpret_cast<uint32_t*>(p.out + at) = ptx::pack_bf16(a, c);
+}
+
+// Floats of one chunk record: per head of the row, its output, max and sum.
+__host__ __device__ __forceinline__ size_t record_floats(int heads, int hd) { return size_t(heads) * (hd + 2); }
 
 using ptx::copy16;
 using ptx::copy_commit;
@@ -79,6 +126,136 @@ __device__ __forceinline__ void load_block(uint16_t* stage, const Params& p, int
   }
 }
 
+// One chunk of a segment: blocks [b0, b1) through the pipeline into the warps' online softmax (state from empty),
+// then each warp's state into `merge` (shared memory over the pipeline's stages).
+template <int HD, int TILES>
+__device__ __forceinline__ void run_chunk(const Params& p, uint16_t* kv_smem, float* merge, const uint32_t (&qf)[HD / 16][4],
+                                          const int (&row_keys)[2], int seg, const int32_t* table, int keys, int kvh,
+                                          int b0, int b1) {
+  using L = Layout<HD, TILES>;
+  const int tid = threadIdx.x, tile = tid / (32 * kWarps), warp = (tid / 32) % kWarps, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  for (int s = 0; s < L::kStages - 1; ++s) {
+    if (b0 + s < b1) load_block<HD, TILES>(kv_smem + s * L::kStageElems, p, seg, table, keys, kvh, b0 + s);
+    copy_commit();
+  }
+  float o[HD / 8][4];
+#pragma unroll
+  for (int n = 0; n < HD / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[n][e] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+  for (int b = b0; b < b1; ++b) {
+    copy_wait<L::kStages - 2>();
+    __syncthreads();
+    const int next = b + L::kStages - 1;
+    if (next < b1)
+      load_block<HD, TILES>(kv_smem + ((next - b0) % L::kStages) * L::kStageElems, p, seg, table, keys, kvh, next);
+    copy_commit();
+    const uint16_t* ks = kv_smem + ((b - b0) % L::kStages) * L::kStageElems + warp * 16 * L::kStride;
+    const uint16_t* vs = ks + kBlockKeys * L::kStride;
+
+    // S = Q·Kᵀ over this warp's 16 keys: two n8 tiles.
+    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) {
+      uint32_t kf[4];
+      ldmatrix_x4(kf, ks + ((lane / 16) * 8 + lane % 8) * L::kStride + kk * 16 + (lane / 8) % 2 * 8);
+      mma(s[0], qf[kk], kf[0], kf[1]);
+      mma(s[1], qf[kk], kf[2], kf[3]);
+    }
+
+    // Online softmax for this lane's two tile slots (g and g + 8), four keys each.
+    const int key0 = b * kBlockKeys + warp * 16 + 2 * t;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float v = key0 + n * 8 + e < row_keys[h] ? s[n][2 * h + e] * p.scale_log2 : -INFINITY;
+          s[n][2 * h + e] = v;
+          mx = fmaxf(mx, v);
+        }
+      const float base = online_softmax_rescale(m[h], l[h], o, h, mx);
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float pr = __bfloat162float(__float2bfloat16_rn(exp2f(s[n][2 * h + e] - base)));
+          s[n][2 * h + e] = pr;
+          l[h] += pr;
+        }
+    }
+
+    // O += P·V: P (16 × 16 keys) is the A fragment straight from the S accumulators.
+    const uint32_t pa[4] = {pack_bf16(s[0][0], s[0][1]), pack_bf16(s[0][2], s[0][3]), pack_bf16(s[1][0], s[1][1]),
+                            pack_bf16(s[1][2], s[1][3])};
+#pragma unroll
+    for (int dn = 0; dn < HD / 16; ++dn) {
+      uint32_t vf[4];
+      ldmatrix_x4_trans(vf, vs + ((lane / 8) % 2 * 8 + lane % 8) * L::kStride + dn * 16 + (lane / 16) * 8);
+      mma(o[2 * dn], pa, vf[0], vf[1]);
+      mma(o[2 * dn + 1], pa, vf[2], vf[3]);
+    }
+  }
+  copy_wait<0>();
+  __syncthreads();
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+  }
+  float* mine = merge + (tile * kWarps + warp) * L::kWarpFloats;
+#pragma unroll
+  for (int n = 0; n < HD / 8; ++n)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      *reinterpret_cast<float2*>(mine + (g + 8 * h) * L::kAccStride + n * 8 + 2 * t) =
+          make_float2(o[n][2 * h], o[n][2 * h + 1]);
+  if (t == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mine[kTile * L::kAccStride + g + 8 * h] = m[h];
+      mine[kTile * L::kAccStride + kTile + g + 8 * h] = l[h];
+    }
+  }
+  __syncthreads();
+}
+
+// The chunk's state of CTA slot `slot` at output dims d, d + 1: its tile's warps merged in order 0…3.
+template <int HD, int TILES>
+__device__ __forceinline__ void chunk_state(const float* merge, int slot, int d, float& mt, float& sum, float& o0,
+                                            float& o1) {
+  using L = Layout<HD, TILES>;
+  const int i = slot % kTile;
+  const float* warps = merge + (slot / kTile) * kWarps * L::kWarpFloats;
+  mt = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) mt = fmaxf(mt, warps[w * L::kWarpFloats + kTile * L::kAccStride + i]);
+  sum = 0.0f, o0 = 0.0f, o1 = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    const float* st = warps + w * L::kWarpFloats;
+    const float mw = st[kTile * L::kAccStride + i];
+    const float f = mw == -INFINITY ? 0.0f : exp2f(mw - mt);
+    sum += st[kTile * L::kAccStride + kTile + i] * f;
+    const float2 a = *reinterpret_cast<const float2*>(st + i * L::kAccStride + d);
+    o0 += a.x * f;
+    o1 += a.y * f;
+  }
+}
+
+// The first chunk record of a row in a call of up to 64 rows (one row per CTA): the chunks of the rows before it.
+__device__ __forceinline__ int first_record(const Params& p, int row) {
+  int at = 0;
+  for (int r = 0; r < row; ++r) at += chunk_count(p.kv.row_keys[r]);
+  return at;
+}
+
 template <int HD, int TILES>
 __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p) {
   wait_for_previous_grid();
@@ -87,12 +264,16 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
   uint16_t* qs = smem;
   uint16_t* kv_smem = smem + L::kQElems;
   float* merge = reinterpret_cast<float*>(kv_smem);
-  const int tid = threadIdx.x, tile = tid / (32 * kWarps), warp = (tid / 32) % kWarps, lane = tid % 32;
-  const int g = lane / 4, t = lane % 4;
+  float* run = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(kv_smem) + L::kSmemBytes - L::kQElems * 2 -
+                                        L::kRunBytes);  // [2 buffers][max, sum][kSlots]
+  __shared__ int last_arrival;
+  const int tid = threadIdx.x, tile = tid / (32 * kWarps), lane = tid % 32;
+  const int g = lane / 4;
   const int kvh = blockIdx.y / p.head_tiles, ht = blockIdx.y % p.head_tiles;
   const int head0 = kvh * p.group + ht * p.tile_heads;
   const int tile_heads = min(p.tile_heads, p.group - ht * p.tile_heads);
   const int row_begin = blockIdx.x * p.tile_rows, row_end = min(p.rows, row_begin + p.tile_rows);
+  const size_t record = record_floats(p.heads, HD);
 
   for (int seg = row_begin; seg < row_end;) {
     const int table_at = p.kv.row_table[seg];
@@ -105,19 +286,20 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
     // CTA slot i (tile i / 16) ↔ row seg + i / tile_heads, head head0 + i % tile_heads; slots past `active` are
     // padding.
     const int active = (seg_end - seg) * tile_heads;
-    const int blocks = (keys + kBlockKeys - 1) / kBlockKeys;
+    const int blocks = (keys + kBlockKeys - 1) / kBlockKeys, chunks = chunk_count(keys);
+    // Split over the workers when the row has several chunks and its records fit; else worker 0 runs them all.
+    const int record0 = TILES == 1 && p.workers > 1 && chunks > 1 ? first_record(p, seg) : -1;
+    const bool split = TILES == 1 && record0 >= 0 && record0 + chunks <= p.split.record_capacity;
+    if (blockIdx.z > 0 && (!split || int(blockIdx.z) >= chunks)) break;
+    const auto slot_at = [&](int slot) {
+      return (size_t(seg + slot / tile_heads) * p.heads + head0 + slot % tile_heads) * HD;
+    };
 
-    for (int s = 0; s < L::kStages - 1; ++s) {
-      if (s < blocks) load_block<HD, TILES>(kv_smem + s * L::kStageElems, p, seg, table, keys, kvh, s);
-      copy_commit();
-    }
-    // Q tile → bf16 in shared memory (padding slots zero).
+    // Q tile → bf16 in shared memory (padding slots zero), then into registers.
     for (int e = tid; e < L::kSlots * HD / 4; e += L::kThreads) {
       const int i = e / (HD / 4), d = (e % (HD / 4)) * 4;
       float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (i < active)
-        v = *reinterpret_cast<const float4*>(
-            p.q + (size_t(seg + i / tile_heads) * p.heads + head0 + i % tile_heads) * HD + d);
+      if (i < active) v = *reinterpret_cast<const float4*>(p.q + slot_at(i) + d);
       uint2 packed = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
       *reinterpret_cast<uint2*>(qs + i * L::kStride + d) = packed;
     }
@@ -132,121 +314,69 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
 #pragma unroll
     for (int kk = 0; kk < HD / 16; ++kk)
       ldmatrix_x4(qf[kk], qs + (tile * kTile + (lane / 8) % 2 * 8 + lane % 8) * L::kStride + kk * 16 + (lane / 16) * 8);
+    __syncthreads();  // every slot's q is in registers: a running total may now overwrite it
 
-    float o[HD / 8][4];
-#pragma unroll
-    for (int n = 0; n < HD / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[n][e] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-
-    for (int b = 0; b < blocks; ++b) {
-      copy_wait<L::kStages - 2>();
+    for (int c = split ? int(blockIdx.z) : 0; c < chunks; c += split ? p.workers : 1) {
+      run_chunk<HD, TILES>(p, kv_smem, merge, qf, row_keys, seg, table, keys, kvh, c * kChunkBlocks,
+                           min(blocks, (c + 1) * kChunkBlocks));
+      const float* run_in = run + (c % 2) * 2 * L::kSlots;
+      float* run_out = run + ((c + 1) % 2) * 2 * L::kSlots;
+      for (int e = tid; e < active * (HD / 2); e += L::kThreads) {
+        const int slot = e / (HD / 2), d = (e % (HD / 2)) * 2;
+        float mt, sum, o0, o1;
+        chunk_state<HD, TILES>(merge, slot, d, mt, sum, o0, o1);
+        const size_t at = slot_at(slot) + d;
+        if (chunks == 1) {
+          finish(p, at, o0, o1, sum);
+        } else if (split) {
+          float* rec = p.split.records + size_t(record0 + c) * record + (slot_at(slot) / HD - size_t(seg) * p.heads) *
+                                                                          (HD + 2);
+          *reinterpret_cast<float2*>(rec + d) = make_float2(o0, o1);
+          if (d == 0) *reinterpret_cast<float2*>(rec + HD) = make_float2(mt, sum);
+        } else {
+          // The running total: output in the row's q, max and sum in shared memory.
+          float M = mt, Lsum = sum, r0 = o0, r1 = o1;
+          if (c > 0) {
+            const float2 prev = *reinterpret_cast<const float2*>(p.q + at);
+            M = run_in[slot], Lsum = run_in[L::kSlots + slot], r0 = prev.x, r1 = prev.y;
+            combine(M, Lsum, r0, r1, mt, sum, o0, o1);
+          }
+          if (c == chunks - 1) {
+            finish(p, at, r0, r1, Lsum);
+          } else {
+            *reinterpret_cast<float2*>(p.q + at) = make_float2(r0, r1);
+            if (d == 0) run_out[slot] = M, run_out[L::kSlots + slot] = Lsum;
+          }
+        }
+      }
       __syncthreads();
-      const int next = b + L::kStages - 1;
-      if (next < blocks)
-        load_block<HD, TILES>(kv_smem + (next % L::kStages) * L::kStageElems, p, seg, table, keys, kvh, next);
-      copy_commit();
-      const uint16_t* ks = kv_smem + (b % L::kStages) * L::kStageElems + warp * 16 * L::kStride;
-      const uint16_t* vs = ks + kBlockKeys * L::kStride;
+    }
 
-      // S = Q·Kᵀ over this warp's 16 keys: two n8 tiles.
-      float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-      for (int kk = 0; kk < HD / 16; ++kk) {
-        uint32_t kf[4];
-        ldmatrix_x4(kf, ks + ((lane / 16) * 8 + lane % 8) * L::kStride + kk * 16 + (lane / 8) % 2 * 8);
-        mma(s[0], qf[kk], kf[0], kf[1]);
-        mma(s[1], qf[kk], kf[2], kf[3]);
-      }
-
-      // Online softmax for this lane's two tile slots (g and g + 8), four keys each.
-      const int key0 = b * kBlockKeys + warp * 16 + 2 * t;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int n = 0; n < 2; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float v = key0 + n * 8 + e < row_keys[h] ? s[n][2 * h + e] * p.scale_log2 : -INFINITY;
-            s[n][2 * h + e] = v;
-            mx = fmaxf(mx, v);
+    if (split) {
+      // The last worker to finish combines the row's records in chunk order.
+      __threadfence();
+      __syncthreads();
+      int32_t* arrivals = p.split.counters + size_t(seg) * gridDim.y + blockIdx.y;
+      if (tid == 0) last_arrival = atomicAdd(arrivals, 1) == min(p.workers, chunks) - 1;
+      __syncthreads();
+      if (last_arrival) {
+        __threadfence();
+        for (int e = tid; e < active * (HD / 2); e += L::kThreads) {
+          const int slot = e / (HD / 2), d = (e % (HD / 2)) * 2;
+          const size_t head_at = (slot_at(slot) / HD - size_t(seg) * p.heads) * (HD + 2);
+          float M = 0.0f, Lsum = 0.0f, r0 = 0.0f, r1 = 0.0f;
+          for (int c = 0; c < chunks; ++c) {
+            const float* rec = p.split.records + size_t(record0 + c) * record + head_at;
+            const float2 o = __ldcg(reinterpret_cast<const float2*>(rec + d));
+            const float2 ml = __ldcg(reinterpret_cast<const float2*>(rec + HD));
+            if (c == 0) M = ml.x, Lsum = ml.y, r0 = o.x, r1 = o.y;
+            else combine(M, Lsum, r0, r1, ml.x, ml.y, o.x, o.y);
           }
-        const float base = online_softmax_rescale(m[h], l[h], o, h, mx);
-#pragma unroll
-        for (int n = 0; n < 2; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float pr = __bfloat162float(__float2bfloat16_rn(exp2f(s[n][2 * h + e] - base)));
-            s[n][2 * h + e] = pr;
-            l[h] += pr;
-          }
-      }
-
-      // O += P·V: P (16 × 16 keys) is the A fragment straight from the S accumulators.
-      const uint32_t pa[4] = {pack_bf16(s[0][0], s[0][1]), pack_bf16(s[0][2], s[0][3]), pack_bf16(s[1][0], s[1][1]),
-                              pack_bf16(s[1][2], s[1][3])};
-#pragma unroll
-      for (int dn = 0; dn < HD / 16; ++dn) {
-        uint32_t vf[4];
-        ldmatrix_x4_trans(vf, vs + ((lane / 8) % 2 * 8 + lane % 8) * L::kStride + dn * 16 + (lane / 16) * 8);
-        mma(o[2 * dn], pa, vf[0], vf[1]);
-        mma(o[2 * dn + 1], pa, vf[2], vf[3]);
+          finish(p, slot_at(slot) + d, r0, r1, Lsum);
+        }
+        if (tid == 0) *arrivals = 0;
       }
     }
-    copy_wait<0>();
-    __syncthreads();
-
-    // Each warp's state → shared memory; then every output element merges its tile's warps in order 0…3.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    }
-    float* mine = merge + (tile * kWarps + warp) * L::kWarpFloats;
-#pragma unroll
-    for (int n = 0; n < HD / 8; ++n)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        *reinterpret_cast<float2*>(mine + (g + 8 * h) * L::kAccStride + n * 8 + 2 * t) =
-            make_float2(o[n][2 * h], o[n][2 * h + 1]);
-    if (t == 0) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        mine[kTile * L::kAccStride + g + 8 * h] = m[h];
-        mine[kTile * L::kAccStride + kTile + g + 8 * h] = l[h];
-      }
-    }
-    __syncthreads();
-    for (int e = tid; e < active * (HD / 2); e += L::kThreads) {
-      const int slot = e / (HD / 2), d = (e % (HD / 2)) * 2, i = slot % kTile;
-      const float* warps = merge + (slot / kTile) * kWarps * L::kWarpFloats;
-      float mt = -INFINITY;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) mt = fmaxf(mt, warps[w * L::kWarpFloats + kTile * L::kAccStride + i]);
-      float sum = 0.0f, o0 = 0.0f, o1 = 0.0f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float* st = warps + w * L::kWarpFloats;
-        const float mw = st[kTile * L::kAccStride + i];
-        const float f = mw == -INFINITY ? 0.0f : exp2f(mw - mt);
-        sum += st[kTile * L::kAccStride + kTile + i] * f;
-        const float2 a = *reinterpret_cast<const float2*>(st + i * L::kAccStride + d);
-        o0 += a.x * f;
-        o1 += a.y * f;
-      }
-      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-      const size_t at = (size_t(seg + slot / tile_heads) * p.heads + head0 + slot % tile_heads) * HD + d;
-      float a = o0 * inv, c = o1 * inv;
-      if (p.gate) {
-        const float2 gate = *reinterpret_cast<const float2*>(p.gate + at);
-        a *= sigmoid(gate.x);
-        c *= sigmoid(gate.y);
-      }
-      *reinterpret_cast<uint32_t*>(p.out + at) = pack_bf16(a, c);
-    }
-    __syncthreads();
     seg = seg_end;
   }
 }
@@ -258,13 +388,13 @@ void launch_tiles(Params p, cudaStream_t stream) {
   auto kernel = attention_kernel<HD, TILES>;
   allow_shared_memory_once(kernel, unsigned(L::kSmemBytes), "attention");
   p.tile_rows = TILES > 1 ? L::kSlots / p.tile_heads : 1;
-  dim3 grid((p.rows + p.tile_rows - 1) / p.tile_rows, p.kv_heads * p.head_tiles);
+  dim3 grid((p.rows + p.tile_rows - 1) / p.tile_rows, p.kv_heads * p.head_tiles, p.workers);
   launch_overlapping_kernel("attention", kernel, grid, dim3(L::kThreads), unsigned(L::kSmemBytes), stream, p);
 }
 
 template <int HD>
-void launch(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, const float* gate,
-            uint16_t* out, cudaStream_t stream) {
+void launch(float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, const float* gate,
+            const AttentionSplit& split, uint16_t* out, cudaStream_t stream) {
   Params p{};
   p.q = q;
   p.gate = gate;
@@ -277,10 +407,17 @@ void launch(const float* q, int rows, HeadShape shape, const PagedKv& kv, float 
   p.tile_heads = p.group < kTile ? p.group : kTile;
   p.head_tiles = (p.group + p.tile_heads - 1) / p.tile_heads;
   p.scale_log2 = scale * 1.4426950408889634f;
+  p.split = split;
+  p.workers = 1;
   // Many rows (prefill): several tiles of consecutive rows share each key block (fewer for wide heads, whose
-  // accumulators need more registers per thread); few rows (decode): one row per CTA.
-  if (rows > 64) launch_tiles<HD, HD <= 128 ? 4 : 2>(p, stream);
-  else launch_tiles<HD, 1>(p, stream);
+  // accumulators need more registers per thread); few rows (decode): one row per CTA, and with split scratch enough
+  // workers per row to cover the multiprocessors about twice.
+  if (rows > 64) return launch_tiles<HD, HD <= 128 ? 4 : 2>(p, stream);
+  if (split.records) {
+    const int ctas = rows * p.kv_heads * p.head_tiles;
+    p.workers = std::clamp(2 * multiprocessor_count() / ctas, 1, kMaxSplitWorkers);
+  }
+  launch_tiles<HD, 1>(p, stream);
 }
 
 }  // namespace fs::cuda::kernels::attention_mma

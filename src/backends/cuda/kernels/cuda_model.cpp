@@ -121,7 +121,29 @@ class CudaModel final : public Model {
     const auto L = cuda::meta_layout(r.rows, r.logit_rows, rotary_half(), kSampleWords);
     const size_t eager = scratch_need(scratch_sizes(r.rows, r.logit_rows, L.words(r.page_entries) * 4));
     const size_t graphs = graphs_on_ ? scratch_need(decode_scratch_sizes(size_t(r.pool_pages))) : 0;
-    return eager + eager / 4 + graphs + kv_page_bytes(r.page_tokens);
+    return eager + eager / 4 + graphs + kv_page_bytes(r.page_tokens) +
+           split_bytes(size_t(r.pool_pages) * size_t(r.page_tokens));
+  }
+
+  // Attention's split scratch for a pool of `slots` key slots: a chunk record for every kSplitKeys keys of the pool
+  // and each of 64 rows (a verify window's rows of one long stream may need more; those rows then run their chunks
+  // in one CTA), and the arrival counters.
+  size_t split_records(size_t slots) const { return slots / size_t(k::kSplitKeys) + size_t(cuda::kMaxDecodeBucket); }
+  size_t split_record_floats() const {
+    size_t most = 0;
+    for (const LayerProgram& L : program_.layers)
+      if (L.attention) most = std::max(most, size_t(L.attention->heads) * size_t(L.attention->head_dim + 2));
+    return most;
+  }
+  size_t split_counter_bytes() const {
+    size_t heads = 0;
+    for (const LayerProgram& L : program_.layers)
+      if (L.attention) heads = std::max(heads, size_t(L.attention->heads));
+    return size_t(cuda::kMaxDecodeBucket) * heads * sizeof(int32_t);
+  }
+  size_t split_bytes(size_t slots) const {
+    if (split_record_floats() == 0) return 0;
+    return split_records(slots) * split_record_floats() * sizeof(float) + split_counter_bytes() + 1024;
   }
 
   // The device pool holds one page more than the engine's: the page padded decode rows write to.
@@ -143,6 +165,7 @@ class CudaModel final : public Model {
       stream_.synchronize();
       states_.attach(pool.state_slots_total());
     }
+    attach_split(size_t(pool.pages_total()) * size_t(pool.page_tokens()));
     stream_.synchronize();
     for (auto& g : graphs_) g.reset();
     decode_scratch_.reset();
@@ -152,6 +175,25 @@ class CudaModel final : public Model {
     dummy_page_ = pool.pages_total();
     page_tokens_ = pool.page_tokens();
     if (graphs_on_) capture_decode_graphs();
+  }
+
+  // Places attention's split scratch for a pool of `slots` key slots, counters zeroed.
+  void attach_split(size_t slots) {
+    const size_t bytes = split_bytes(slots);
+    if (bytes == 0) return;
+    if (!split_arena_ || split_arena_->capacity() < bytes) {
+      stream_.synchronize();
+      split_arena_.reset();
+      split_arena_ = std::make_unique<cuda::DeviceArena>(bytes, "attention split scratch");
+    }
+    split_arena_->release_to(0);
+    const CUdeviceptr counters = split_arena_->allocate(split_counter_bytes(), "attention split counters").ptr;
+    const size_t records = split_records(slots);
+    split_.records = at<float>(split_arena_->allocate(records * split_record_floats() * sizeof(float),
+                                                      "attention chunk records").ptr);
+    split_.record_capacity = int(std::min<size_t>(records, size_t(INT32_MAX)));
+    split_.counters = at<int32_t>(counters);
+    FS_CU(memset_d8_async, counters, 0, split_counter_bytes(), stream_.handle());
   }
 
   std::vector<float> forward(std::span<const SequenceChunk> chunks, KvPool& pool) override {
@@ -491,7 +533,7 @@ class CudaModel final : public Model {
       k::qkv_rope_store(at<float>(s.qkv), T, shape, q_norm, k_norm, program_.eps, in.cos, in.sin, kv, at<float>(s.q),
                         st);
     k::attention(at<float>(s.q), T, shape, kv, 1.0f / std::sqrt(float(hd)), a.output_gate ? at<float>(s.gu) : nullptr,
-                 at<uint16_t>(s.act), st);
+                 split_, at<uint16_t>(s.act), st);
     residual_gemm(s, A.wo, T, Q, st);
   }
 
@@ -730,7 +772,8 @@ class CudaModel final : public Model {
   cuda::PinnedStage stage_;
   cuda::Downloader downloader_;
   cuda::DeviceWeights weights_;
-  std::unique_ptr<cuda::DeviceArena> kv_, scratch_;
+  std::unique_ptr<cuda::DeviceArena> kv_, scratch_, split_arena_;
+  k::AttentionSplit split_{};
   CUdeviceptr kv_base_ = 0;
   size_t slots_ = 0, pool_slots_ = 0;
   int32_t dummy_page_ = 0;

@@ -45,14 +45,29 @@ struct HeadShape {
 void qkv_rope_store(const float* qkv, int rows, HeadShape shape, const float* q_norm, const float* k_norm, float eps,
                     const float* cos, const float* sin, const PagedKv& kv, float* q, void* stream);
 
+// Keys per attention chunk, at absolute positions: a row's chunks are computed apart and combined in order.
+inline constexpr int kSplitKeys = 1024;
+// Most CTAs that share one row's chunks.
+inline constexpr int kMaxSplitWorkers = 16;
+
+// Scratch that lets calls of up to 64 rows spread a row's chunks over several CTAs: `records` holds
+// `record_capacity` chunk states of heads·(head_dim + 2) floats, `counters` 64·heads ints that start at zero (and
+// are left at zero). Without it every row's chunks run one after another in one CTA; the bits are the same.
+struct AttentionSplit {
+  float* records = nullptr;
+  int record_capacity = 0;
+  int32_t* counters = nullptr;
+};
+
 // Causal GQA attention of each row over its own keys 0..row_keys-1; q f32 [rows, heads, hd], out bf16
 // [rows, heads·hd]. head_dim a multiple of 16 up to 256: tensor cores (q and softmax weights rounded to bf16, f32
 // accumulation), keys in blocks of 64 from position 0, each block split over 4 warps with their states merged in
 // fixed order; other head dims: `plain_attention`. A row's bits depend only on q[r], its keys and row_keys[r]. No
 // allocation, no host read of device data; the launch depends on rows and shape only. With `gate` (f32, out's
 // layout; Qwen3.5's gated attention) each output element is multiplied by sigmoid(gate) before its one rounding.
-void attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, const float* gate,
-               uint16_t* out, void* stream);
+// Keys come in chunks of kSplitKeys (see AttentionSplit); the q of a row with more than one chunk is overwritten.
+void attention(float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, const float* gate,
+               const AttentionSplit& split, uint16_t* out, void* stream);
 // The plain kernel (one warp per (row, head), f32 throughout), for any even head_dim up to 256.
 void plain_attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, const float* gate,
                      uint16_t* out, void* stream);
