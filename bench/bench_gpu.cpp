@@ -1,6 +1,7 @@
 // GPU benchmark in one run: device copy bandwidth, batch-1 decode tok/s against the weight-streaming floor,
 // prefill tok/s, and aggregate decode tok/s of an engine at 1..64 streams with the token_sha256 of each run.
 // Usage: bench_gpu CHECKPOINT [--decode N] [--prefill N] [--stream-prompt N] [--reply N] [--max-streams N]
+//        [--rounds-only: only the model's decode rounds of --max-streams rows, for a profiler]
 //        bench_gpu --make-like NAME [--layers N] OUT   (writes the random checkpoint first, then measures it)
 //        bench_gpu --synthetic NAME [--layers N]   (a preset's shape with random weights made on the device)
 //        --tensor-parallel N   the model split over GPUs 0..N-1 (figures per GPU: weights, floor), then one batch-1
@@ -196,6 +197,46 @@ void verify_windows(Model& model, std::mt19937& rng) {
     const double t = times[times.size() / 2];
     if (rows == 1) one_row = t;
     std::printf("verify window of %2d rows: %.3f ms, %.2fx a one-row step\n", rows, t * 1e3, t / one_row);
+  }
+}
+
+// The model's own cost of a decode round: N sequences after a 512-token prompt each, one row per sequence, every row
+// picked greedily on the device (forward_sampled, as the engine calls it), median of 21 rounds; the engine's decode
+// rate at N streams beside it shows what the engine adds per round.
+void decode_rounds(Model& model, std::mt19937& rng, int max_rows, bool only_largest = false, int steps = 24) {
+  const int context = 512;
+  for (int rows = only_largest ? max_rows : 1; rows <= max_rows; rows *= 4) {
+    const int per = (context + steps) / 16 + 1;
+    KvPool pool(model.memory_spec(), 16, rows * per, rows, false);
+    model.attach_pool(pool);
+    std::vector<std::vector<int32_t>> pages(static_cast<size_t>(rows));
+    std::vector<int32_t> slots(static_cast<size_t>(rows), -1);
+    for (int r = 0; r < rows; ++r) {
+      for (int i = 0; i < per; ++i) pages[size_t(r)].push_back(*pool.allocate());
+      if (model.memory_spec().has_state()) slots[size_t(r)] = *pool.allocate_state();
+      SequenceChunk c{random_ids(rng, context, model.config().vocab_size), 0, pages[size_t(r)]};
+      c.state_slot = slots[size_t(r)];
+      (void)model.forward(std::span<const SequenceChunk>(&c, 1), pool);
+    }
+    std::vector<RowSampling> greedy(static_cast<size_t>(rows), RowSampling{});
+    for (auto& g : greedy) g.mode = RowSampling::Mode::Greedy;
+    std::vector<std::vector<int32_t>> next(static_cast<size_t>(rows), std::vector<int32_t>{1});
+    std::vector<double> times;
+    for (int i = 0; i < steps; ++i) {
+      std::vector<SequenceChunk> chunks;
+      for (int r = 0; r < rows; ++r) {
+        chunks.push_back(SequenceChunk{next[size_t(r)], context + i, pages[size_t(r)]});
+        chunks.back().state_slot = slots[size_t(r)];
+      }
+      auto s = Clock::now();
+      const SampledForward out = model.forward_sampled(chunks, greedy, pool);
+      if (i >= 3) times.push_back(seconds_since(s));
+      for (int r = 0; r < rows && r < int(out.ids.size()); ++r) next[size_t(r)] = {out.ids[size_t(r)]};
+    }
+    std::sort(times.begin(), times.end());
+    const double t = times[times.size() / 2];
+    std::printf("decode round of %2d rows after %d keys (model alone): %.3f ms, %.0f tok/s\n", rows, context, t * 1e3,
+                rows / t);
   }
 }
 
@@ -420,7 +461,7 @@ int bench(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   std::string dir, like, synthetic;
   int decode = 128, prefill = 2048, reply = 128, stream_prompt = 512, max_streams = 64, layers = 0, tp = 1;
-  bool gemm_only = false;
+  bool gemm_only = false, rounds_only = false;
   std::vector<int> gemm_rows = {1, 16, 32, 64, 2048};
   for (size_t i = 0; i < args.size(); ++i) {
     auto next = [&] { return i + 1 < args.size() ? args[++i] : throw Error("missing value after " + args[i]); };
@@ -435,6 +476,7 @@ int bench(int argc, char** argv) {
     else if (args[i] == "--tensor-parallel") tp = std::stoi(next());
     else if (args[i] == "--gemm-rows") gemm_rows = parse_rows(next());
     else if (args[i] == "--gemm-only") gemm_only = true;
+    else if (args[i] == "--rounds-only") rounds_only = true;
     else dir = args[i];
   }
   if (dir.empty() == synthetic.empty() && !gemm_only)
@@ -476,6 +518,10 @@ int bench(int argc, char** argv) {
   std::printf("model %s in %.1f s: %d layers, hidden %d, %.2f GB of bf16 matrices\n", source.c_str(),
               seconds_since(t), config.num_layers, config.hidden_size, double(model->weight_bytes()) / 1e9);
   std::mt19937 rng(1);
+  if (rounds_only) {  // decode rounds of --max-streams rows alone (for a profiler)
+    decode_rounds(*model, rng, max_streams, true, 40);
+    return 0;
+  }
   {
     Direct d(*model, prefill + 64);
     auto ids = random_ids(rng, prefill, config.vocab_size);
@@ -502,6 +548,7 @@ int bench(int argc, char** argv) {
     std::printf("verify windows: skipped (a recurrent model verifies through state snapshots)\n");
   else
     verify_windows(*model, rng);
+  decode_rounds(*model, rng, max_streams);
   std::printf("engine runs: N streams x (%d-token prompt + %d greedy tokens); decode = tokens after every stream's "
               "first / time to the last finish; whole = all tokens / wall time from the first submit\n",
               stream_prompt, reply);

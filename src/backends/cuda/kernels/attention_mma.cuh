@@ -129,9 +129,9 @@ __device__ __forceinline__ void load_block(uint16_t* stage, const Params& p, int
 // One chunk of a segment: blocks [b0, b1) through the pipeline into the warps' online softmax (state from empty),
 // then each warp's state into `merge` (shared memory over the pipeline's stages).
 template <int HD, int TILES>
-__device__ __forceinline__ void run_chunk(const Params& p, uint16_t* kv_smem, float* merge, const uint32_t (&qf)[HD / 16][4],
-                                          const int (&row_keys)[2], int seg, const int32_t* table, int keys, int kvh,
-                                          int b0, int b1) {
+__device__ __forceinline__ void run_chunk(const Params& p, uint16_t* kv_smem, float* merge,
+                                          const uint32_t (&qf)[HD / 16][4], const int (&row_keys)[2], int seg,
+                                          const int32_t* table, int keys, int kvh, int b0, int b1) {
   using L = Layout<HD, TILES>;
   const int tid = threadIdx.x, tile = tid / (32 * kWarps), warp = (tid / 32) % kWarps, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
@@ -151,7 +151,8 @@ __device__ __forceinline__ void run_chunk(const Params& p, uint16_t* kv_smem, fl
     __syncthreads();
     const int next = b + L::kStages - 1;
     if (next < b1)
-      load_block<HD, TILES>(kv_smem + ((next - b0) % L::kStages) * L::kStageElems, p, seg, table, keys, kvh, next);
+      load_block<HD, TILES>(kv_smem + ((next - b0) % L::kStages) * L::kStageElems, p, seg, table, keys, kvh,
+                            next);
     copy_commit();
     const uint16_t* ks = kv_smem + ((b - b0) % L::kStages) * L::kStageElems + warp * 16 * L::kStride;
     const uint16_t* vs = ks + kBlockKeys * L::kStride;

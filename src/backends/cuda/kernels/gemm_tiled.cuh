@@ -124,8 +124,8 @@ void launch_tiled(const uint16_t* x, const uint16_t* w, const GemmOut& out, int 
   auto kernel = tiled_kernel<MW, NW, MT, NT, KB, STAGES>;
   allow_shared_memory_once(kernel, unsigned(T::kSmemBytes), "gemm", true);
   dim3 grid((n + T::kCols - 1) / T::kCols, (m + T::kRows - 1) / T::kRows);
-  launch_overlapping_kernel("gemm", kernel, grid, dim3(T::kThreads), unsigned(T::kSmemBytes), stream, x, w, out.bias, out.y, m, n,
-                            k, out.accumulate);
+  launch_overlapping_kernel("gemm", kernel, grid, dim3(T::kThreads), unsigned(T::kSmemBytes), stream, x, w, out.bias,
+                            out.y, m, n, k, out.accumulate);
 }
 
 }  // namespace fs::cuda::kernels::gemm_detail

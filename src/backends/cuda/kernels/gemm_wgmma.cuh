@@ -168,10 +168,11 @@ inline CUtensorMap wgmma_tensor_map(const uint16_t* p, int rows, int k, unsigned
 // a box of `box_rows` rows holds box_rows / 16 blocks of 8 gate rows each followed by the same 8 rows of up.
 inline CUtensorMap gate_up_tensor_map(const uint16_t* p, int rows, int k, unsigned box_rows) {
   constexpr unsigned B = kGateUpBlock;
-  const unsigned long long ffn = static_cast<unsigned long long>(rows) / 2, row_bytes = static_cast<unsigned long long>(k) * 2;
+  using u64 = unsigned long long;
+  const u64 ffn = static_cast<u64>(rows) / 2, row_bytes = static_cast<u64>(k) * 2;
   CUtensorMap map{};
-  const unsigned long long dims[4] = {static_cast<unsigned long long>(k), B, 2, ffn / B};
-  const unsigned long long strides[3] = {row_bytes, ffn * row_bytes, B * row_bytes};
+  const u64 dims[4] = {static_cast<u64>(k), B, 2, ffn / B};
+  const u64 strides[3] = {row_bytes, ffn * row_bytes, B * row_bytes};
   const unsigned box[4] = {64, B, 2, box_rows / (2 * B)}, element_strides[4] = {1, 1, 1, 1};
   FS_CU(tensor_map_encode_tiled, &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
         const_cast<void*>(static_cast<const void*>(p)), dims, strides, box, element_strides,

@@ -13,21 +13,41 @@ __global__ void embedding_kernel(const uint16_t* table, const int32_t* ids, int 
   wait_for_previous_grid();
   const int r = blockIdx.x;
   const uint16_t* src = table + size_t(ids[r]) * dim;
+#pragma unroll 8
   for (int d = threadIdx.x; d < dim; d += blockDim.x) out[size_t(r) * dim + d] = bf16_bits_to_f32(src[d]);
 }
 
-// Sum of squares with a fixed per-thread stride and a fixed shared-memory tree.
+constexpr int kBatch = 8;  // loads a thread issues before it uses the first
+
+// Sum of squares with a fixed per-thread stride, then a fixed tree over the threads: part[t] += part[t + w] for
+// w = 128, 64, …, 1. Warp 0 runs the last steps: w = 128, 64, 32 from shared memory in the tree's order, then
+// w = 16 … 1 by shuffles (lane t adds lane t + w, as the tree adds part[t + w]).
 __device__ float block_sum_squares(const float* x, int dim) {
+  static_assert(kRowThreads == 256, "the tree's first three steps are written out for 256 threads");
   __shared__ float part[kRowThreads];
+  __shared__ float total;
   float s = 0.0f;
-  for (int d = threadIdx.x; d < dim; d += kRowThreads) s = fmaf(x[d], x[d], s);
+  int d = threadIdx.x;
+  for (; d + (kBatch - 1) * kRowThreads < dim; d += kBatch * kRowThreads) {
+    float v[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) v[i] = x[d + i * kRowThreads];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) s = fmaf(v[i], v[i], s);
+  }
+  for (; d < dim; d += kRowThreads) s = fmaf(x[d], x[d], s);
   part[threadIdx.x] = s;
   __syncthreads();
-  for (int w = kRowThreads / 2; w > 0; w >>= 1) {
-    if (int(threadIdx.x) < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
+  if (threadIdx.x < 32) {
+    const int t = threadIdx.x;
+    const float q0 = part[t] + part[t + 128], q1 = part[t + 64] + part[t + 192];
+    const float q2 = part[t + 32] + part[t + 160], q3 = part[t + 96] + part[t + 224];
+    float v = (q0 + q1) + (q2 + q3);
+    for (int w = 16; w > 0; w >>= 1) v += __shfl_down_sync(0xffffffffu, v, w);
+    if (t == 0) total = v;
   }
-  return part[0];
+  __syncthreads();
+  return total;
 }
 
 template <typename Out>
@@ -44,7 +64,16 @@ __global__ void __launch_bounds__(kRowThreads) rmsnorm_kernel(const float* x, co
   const int r = blockIdx.x;
   const float* xr = x + size_t(gather ? gather[r] : r) * dim;
   const float inv = 1.0f / sqrtf(block_sum_squares(xr, dim) / float(dim) + eps);
-  for (int d = threadIdx.x; d < dim; d += kRowThreads) store(y, size_t(r) * dim + d, weight[d] * (xr[d] * inv));
+  Out* yr = y + size_t(r) * dim;
+  int d = threadIdx.x;
+  for (; d + (kBatch - 1) * kRowThreads < dim; d += kBatch * kRowThreads) {
+    float v[kBatch], w[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) v[i] = xr[d + i * kRowThreads], w[i] = weight[d + i * kRowThreads];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) store(yr, size_t(d + i * kRowThreads), w[i] * (v[i] * inv));
+  }
+  for (; d < dim; d += kRowThreads) store(yr, size_t(d), weight[d] * (xr[d] * inv));
 }
 
 __global__ void swiglu_kernel(const float* gu, int ffn, uint16_t* out) {

@@ -71,6 +71,7 @@ __device__ uint64_t descend(const float* row, int n, Weight weight, float target
   for (int shift = kKeyBits - 4; shift >= 0; shift -= 4) {
     for (int b = 0; b <= kAbove; ++b) sh.bins[b][tid] = 0.0f;
     const uint64_t high = prefix >> (shift + 4);
+#pragma unroll 4
     for (int i = tid; i < n; i += kThreads) {
       const uint64_t key = rank_key(row[i], i);
       const uint64_t kh = key >> (shift + 4);
@@ -116,6 +117,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
   }
   const float* row = logits + size_t(r) * size_t(vocab);
   uint64_t best = 0;
+#pragma unroll 8
   for (int i = tid; i < vocab; i += kThreads) {
     const uint64_t key = rank_key(row[i], i);
     best = key > best ? key : best;
@@ -132,6 +134,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
   if (p.top_k > 0 && p.top_k < vocab)
     kth = descend(row, vocab, [](int, uint64_t) { return 1.0f; }, float(p.top_k), false, sh);
   float total = 0.0f;
+#pragma unroll 8
   for (int i = tid; i < vocab; i += kThreads)
     if (rank_key(row[i], i) >= kth) total += prob(i);
   total = block_sum(total, sh);
@@ -149,6 +152,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
   }
   auto chosen = [&](int i, uint64_t key) { return key >= nucleus ? kept(i, key) : 0.0f; };
   float mass = 0.0f;
+#pragma unroll 8
   for (int i = tid; i < vocab; i += kThreads) mass += chosen(i, rank_key(row[i], i));
   mass = block_sum(mass, sh);
   const float target = p.uniform * mass;
@@ -157,6 +161,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
   if (pick == 0) {
     // Rounding left the draw past the mass: the last token of the set, as on the host.
     uint64_t low = ~uint64_t{0};
+#pragma unroll 8
     for (int i = tid; i < vocab; i += kThreads) {
       const uint64_t key = rank_key(row[i], i);
       const bool in = key >= kth && key >= nucleus && (p.min_p <= 0.0f || key == best || prob(i) >= p.min_p);
