@@ -177,9 +177,10 @@ class CpuRunner final : public Model {
     const float eps = program_.eps;
     std::vector<float> q(size_t(T) * Q), k(size_t(T) * KV), v(size_t(T) * KV), attn(size_t(T) * Q);
     const float* bias = w.bias.empty() ? nullptr : w.bias.data();
-    cpu::matmul(xn, T, w.wq, bias, q.data());
-    cpu::matmul(xn, T, w.wk, bias ? bias + Q : nullptr, k.data());
-    cpu::matmul(xn, T, w.wv, bias ? bias + Q + KV : nullptr, v.data());
+    const cpu::MatmulOut qkv[] = {{&w.wq, bias, q.data()},
+                                  {&w.wk, bias ? bias + Q : nullptr, k.data()},
+                                  {&w.wv, bias ? bias + Q + KV : nullptr, v.data()}};
+    cpu::matmuls(xn, T, qkv);
     if (!w.q_norm.empty()) cpu::rmsnorm(q.data(), w.q_norm.data(), T * s.heads, hd, eps, q.data());
     if (!w.k_norm.empty()) cpu::rmsnorm(k.data(), w.k_norm.data(), T * s.kv_heads, hd, eps, k.data());
     cpu::rope(q.data(), T, s.heads, hd, rows.cos, rows.sin);
@@ -187,6 +188,14 @@ class CpuRunner final : public Model {
     store_paged_kv(rows, s.kv_layer, k.data(), v.data(), pool);
     paged_attention(rows, {s.heads, s.kv_heads, hd}, pool, s.kv_layer, q.data(), attn.data());
     cpu::matmul(attn.data(), T, w.wo, nullptr, out);
+  }
+
+  // SwiGLU MLP: gate and up in one split over the pool.
+  static void mlp(const SwiGluMlpWeights& w, const float* x, int T, float* gate, float* up, float* out) {
+    const cpu::MatmulOut gate_up[] = {{&w.gate, nullptr, gate}, {&w.up, nullptr, up}};
+    cpu::matmuls(x, T, gate_up);
+    cpu::swiglu(gate, up, size_t(T) * size_t(w.gate.rows), gate);
+    cpu::matmul(gate, T, w.down, nullptr, out);
   }
 
   // The rows of each chunk through one DeltaNet layer, each sequence in its own state slot.
@@ -237,7 +246,7 @@ class CpuRunner final : public Model {
       }
       add_residual(x, mixed);
       cpu::rmsnorm(x.data(), L.mlp_norm.data(), T, H, eps, xn.data());
-      swiglu_mlp(L.mlp, xn.data(), T, gate.data(), up.data(), mixed.data());
+      mlp(L.mlp, xn.data(), T, gate.data(), up.data(), mixed.data());
       add_residual(x, mixed);
       if (states && li + 1 < layers_.size()) states->insert(states->end(), x.begin(), x.end());
     }

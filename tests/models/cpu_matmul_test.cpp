@@ -9,6 +9,7 @@
 
 #include "backends/cpu/matmul_kernels.h"
 #include "backends/cpu/ops.h"
+#include "core/thread_pool.h"
 
 namespace fs::cpu {
 namespace {
@@ -130,6 +131,38 @@ TEST(CpuMatmul, RowsAloneEqualRowsAmongOthers) {
         EXPECT_TRUE(same_bits(alone, together.data(), together.size())) << rows << " rows";
       }
     }
+}
+
+TEST(CpuMatmul, MatmulsEqualOneMatmulEach) {
+  for (bool pack : {false, true}) {
+    // Full and partial panels, a bias, bf16 and f32, as the pool's threads split their panels end to end.
+    RandomWeights a(384, 384, DType::BF16, 21), b(130, 384, DType::BF16, 22), c(66, 384, DType::F32, 23);
+    std::vector<WeightMatrix*> all{&a.w, &b.w, &c.w};
+    if (pack) pack_for_matmul(all);
+    const std::vector<float> bias = random_inputs(1, 130, 24);
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      ThreadPool::Use use(pool);
+      for (int rows : {1, 2, 3, 4, 5, 9}) {
+        SCOPED_TRACE(::testing::Message() << (pack ? "packed" : "row-major") << " threads " << threads << " rows "
+                                          << rows);
+        const auto x = random_inputs(rows, 384, uint32_t(30 + rows));
+        std::vector<std::vector<float>> want, got;
+        for (const WeightMatrix* w : all) {
+          want.emplace_back(size_t(rows) * size_t(w->rows));
+          got.emplace_back(want.back().size(), -1.0f);
+        }
+        const float* biases[] = {nullptr, bias.data(), nullptr};
+        for (size_t i = 0; i < all.size(); ++i) matmul(x.data(), rows, *all[i], biases[i], want[i].data());
+        const MatmulOut outs[] = {{all[0], biases[0], got[0].data()},
+                                  {all[1], biases[1], got[1].data()},
+                                  {all[2], biases[2], got[2].data()}};
+        matmuls(x.data(), rows, outs);
+        for (size_t i = 0; i < all.size(); ++i)
+          EXPECT_TRUE(same_bits(want[i], got[i].data(), want[i].size())) << "matrix " << i;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -16,25 +16,62 @@ namespace fs::cpu {
 // costs more than it saves.
 constexpr size_t kSerialWork = 200000;
 
+namespace {
+
+// Columns [begin, end) of one matmul, its bias added.
+void matmul_columns(const float* x, int rows, const WeightMatrix& w, const float* bias, size_t begin, size_t end,
+                    float* y) {
+  if (w.packed) matmul_range_avx512(x, rows, w, begin, end, y);
+  else matmul_range_avx2(x, rows, w, begin, end, y);
+  if (bias)
+    for (int m = 0; m < rows; ++m)
+      for (size_t n = begin; n < end; ++n) y[size_t(m) * size_t(w.rows) + n] += bias[n];
+}
+
+size_t panels(const WeightMatrix& w) { return (size_t(w.rows) + kPanelRows - 1) / kPanelRows; }
+
+}  // namespace
+
 void matmul(const float* x, int rows, const WeightMatrix& w, const float* bias, float* y) {
   if (w.int8) return matmul_int8(x, rows, *w.int8, bias, y);
   const size_t N = size_t(w.rows);
-  const bool wide = w.packed != nullptr;
-  auto body = [&](size_t begin, size_t end) {
-    if (wide) matmul_range_avx512(x, rows, w, begin, end, y);
-    else matmul_range_avx2(x, rows, w, begin, end, y);
-    if (bias)
-      for (int m = 0; m < rows; ++m)
-        for (size_t n = begin; n < end; ++n) y[size_t(m) * N + n] += bias[n];
-  };
+  auto body = [&](size_t begin, size_t end) { matmul_columns(x, rows, w, bias, begin, end, y); };
   size_t work = size_t(rows) * N * size_t(w.cols);
   if (work < kSerialWork) return body(0, N);
-  if (!wide) return ThreadPool::global().parallel_for(N, body);
+  if (!w.packed) return ThreadPool::global().parallel_for(N, body);
   // Whole panels to each thread.
   const size_t P = kPanelRows;
-  ThreadPool::global().parallel_for((N + P - 1) / P, [&](size_t begin, size_t end) {
+  ThreadPool::global().parallel_for(panels(w), [&](size_t begin, size_t end) {
     body(begin * P, std::min(N, end * P));
   });
+}
+
+void matmuls(const float* x, int rows, std::span<const MatmulOut> outs) {
+  size_t work = 0, total = 0;
+  bool packed = true;
+  for (const MatmulOut& o : outs) {
+    packed = packed && o.w->packed && !o.w->int8;
+    work += size_t(rows) * size_t(o.w->rows) * size_t(o.w->cols);
+    total += panels(*o.w);
+  }
+  if (!packed) {
+    for (const MatmulOut& o : outs) matmul(x, rows, *o.w, o.bias, o.y);
+    return;
+  }
+  // Panels [begin, end) of all matrices laid end to end, each matrix's share through its own columns.
+  auto body = [&](size_t begin, size_t end) {
+    size_t first = 0;
+    for (const MatmulOut& o : outs) {
+      const size_t count = panels(*o.w), b = std::max(begin, first), e = std::min(end, first + count);
+      if (b < e) {
+        const size_t N = size_t(o.w->rows);
+        matmul_columns(x, rows, *o.w, o.bias, (b - first) * kPanelRows, std::min(N, (e - first) * kPanelRows), o.y);
+      }
+      first += count;
+    }
+  };
+  if (work < kSerialWork) return body(0, total);
+  ThreadPool::global().parallel_for(total, body);
 }
 
 void rmsnorm(const float* x, const float* weight, int rows, int dim, float eps, float* y) {

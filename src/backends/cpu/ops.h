@@ -13,6 +13,15 @@ namespace fs::cpu {
 // y[m, n] = sum_k x[m, k] · w[n, k] (+ bias[n]) for m < rows; threads split the n range. A matrix with an int8
 // copy (w.int8) goes through matmul_int8: approximate, for drafters.
 void matmul(const float* x, int rows, const WeightMatrix& w, const float* bias, float* y);
+// One matmul's weights, bias (null → none) and output.
+struct MatmulOut {
+  const WeightMatrix* w;
+  const float* bias;
+  float* y;
+};
+// matmul(x, rows, *o.w, o.bias, o.y) for every o, with the bits of those calls: when every matrix is packed, their
+// panels go to the pool in one split (no thread waits between them, and small ones need not run alone).
+void matmuls(const float* x, int rows, std::span<const MatmulOut> outs);
 // Where this CPU runs AVX-512, gives each matrix a copy of its weights in the layout the AVX-512 matmul reads (one
 // copy for matrices of the same weights), all in one block of huge pages; matmul results keep their bits. Returns the
 // block's bytes (0 without AVX-512).
