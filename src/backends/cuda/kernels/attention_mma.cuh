@@ -50,7 +50,9 @@ struct Layout {
   static constexpr size_t kKvBytes = size_t(kStages) * kStageElems * 2;
   static constexpr size_t kMergeBytes = size_t(kWarps) * TILES * kWarpFloats * 4;
   static constexpr size_t kRunBytes = size_t(2 * 2 * kSlots) * 4;  // running max and sum per slot, two buffers
-  static constexpr size_t kSmemBytes = kQElems * 2 + (kKvBytes > kMergeBytes ? kKvBytes : kMergeBytes) + kRunBytes;
+  static constexpr size_t kKeySlotBytes = size_t(kStages) * kBlockKeys * 4;  // each staged block's key slots
+  static constexpr size_t kSmemBytes =
+      kQElems * 2 + (kKvBytes > kMergeBytes ? kKvBytes : kMergeBytes) + kRunBytes + kKeySlotBytes;
 };
 
 struct Params {
@@ -104,11 +106,19 @@ using ptx::ldmatrix_x4_trans;
 using ptx::mma;
 using ptx::pack_bf16;
 
-// Queues the copies of key block b (keys b·64…b·64+63 of the segment's page table) into one stage; keys at or past
-// `keys` are zero-filled and their pages never read.
+// Finds the slots of key block b's keys (-1 past `keys`) into `slots`, one key per thread of the first 64.
+__device__ __forceinline__ void find_key_slots(int32_t* slots, const Params& p, int row, const int32_t* table,
+                                               int keys, int b) {
+  if (threadIdx.x < kBlockKeys) {
+    const int j = b * kBlockKeys + int(threadIdx.x);
+    slots[threadIdx.x] = j < keys ? int32_t(key_slot(p.kv, row, table, j)) : -1;
+  }
+}
+
+// Queues the copies of a key block whose key slots are in `slots` into one stage; keys without a slot are
+// zero-filled and their pages never read.
 template <int HD, int TILES>
-__device__ __forceinline__ void load_block(uint16_t* stage, const Params& p, int row, const int32_t* table, int keys,
-                                           int kvh, int b) {
+__device__ __forceinline__ void load_block(uint16_t* stage, const Params& p, const int32_t* slots, int kvh) {
   using L = Layout<HD, TILES>;
   constexpr int kChunks = HD / 8;  // 16-byte chunks per key row
   const size_t width = size_t(p.kv_heads) * HD;
@@ -117,10 +127,9 @@ __device__ __forceinline__ void load_block(uint16_t* stage, const Params& p, int
 #pragma unroll 4
   for (int c = threadIdx.x; c < kBlockKeys * kChunks; c += L::kThreads) {
     const int key = c / kChunks, part = c % kChunks;
-    const int j = b * kBlockKeys + key;
-    const bool valid = j < keys;
-    size_t at = 0;
-    if (valid) at = key_slot(p.kv, row, table, j) * width + size_t(kvh) * HD + size_t(part) * 8;
+    const int32_t slot = slots[key];
+    const bool valid = slot >= 0;
+    const size_t at = valid ? size_t(slot) * width + size_t(kvh) * HD + size_t(part) * 8 : 0;
     copy16(ks + key * L::kStride + part * 8, p.kv.keys + at, valid);
     copy16(vs + key * L::kStride + part * 8, p.kv.values + at, valid);
   }
@@ -129,14 +138,18 @@ __device__ __forceinline__ void load_block(uint16_t* stage, const Params& p, int
 // One chunk of a segment: blocks [b0, b1) through the pipeline into the warps' online softmax (state from empty),
 // then each warp's state into `merge` (shared memory over the pipeline's stages).
 template <int HD, int TILES>
-__device__ __forceinline__ void run_chunk(const Params& p, uint16_t* kv_smem, float* merge,
+__device__ __forceinline__ void run_chunk(const Params& p, uint16_t* kv_smem, float* merge, int32_t* key_slots,
                                           const uint32_t (&qf)[HD / 16][4], const int (&row_keys)[2], int seg,
                                           const int32_t* table, int keys, int kvh, int b0, int b1) {
   using L = Layout<HD, TILES>;
   const int tid = threadIdx.x, tile = tid / (32 * kWarps), warp = (tid / 32) % kWarps, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
+  // Block b's key slots sit in ring entry (b − b0) % stages, found one step before its copies are queued.
+  auto slots_of = [&](int b) { return key_slots + ((b - b0) % L::kStages) * kBlockKeys; };
+  for (int s = 0; s < L::kStages && b0 + s < b1; ++s) find_key_slots(slots_of(b0 + s), p, seg, table, keys, b0 + s);
+  __syncthreads();
   for (int s = 0; s < L::kStages - 1; ++s) {
-    if (b0 + s < b1) load_block<HD, TILES>(kv_smem + s * L::kStageElems, p, seg, table, keys, kvh, b0 + s);
+    if (b0 + s < b1) load_block<HD, TILES>(kv_smem + s * L::kStageElems, p, slots_of(b0 + s), kvh);
     copy_commit();
   }
   float o[HD / 8][4];
@@ -151,9 +164,9 @@ __device__ __forceinline__ void run_chunk(const Params& p, uint16_t* kv_smem, fl
     __syncthreads();
     const int next = b + L::kStages - 1;
     if (next < b1)
-      load_block<HD, TILES>(kv_smem + ((next - b0) % L::kStages) * L::kStageElems, p, seg, table, keys, kvh,
-                            next);
+      load_block<HD, TILES>(kv_smem + ((next - b0) % L::kStages) * L::kStageElems, p, slots_of(next), kvh);
     copy_commit();
+    if (next + 1 < b1) find_key_slots(slots_of(next + 1), p, seg, table, keys, next + 1);  // over block b's entry
     const uint16_t* ks = kv_smem + ((b - b0) % L::kStages) * L::kStageElems + warp * 16 * L::kStride;
     const uint16_t* vs = ks + kBlockKeys * L::kStride;
 
@@ -266,7 +279,8 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
   uint16_t* kv_smem = smem + L::kQElems;
   float* merge = reinterpret_cast<float*>(kv_smem);
   float* run = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(kv_smem) + L::kSmemBytes - L::kQElems * 2 -
-                                        L::kRunBytes);  // [2 buffers][max, sum][kSlots]
+                                        L::kKeySlotBytes - L::kRunBytes);  // [2 buffers][max, sum][kSlots]
+  int32_t* key_slots = reinterpret_cast<int32_t*>(run + 2 * 2 * L::kSlots);
   __shared__ int last_arrival;
   const int tid = threadIdx.x, tile = tid / (32 * kWarps), lane = tid % 32;
   const int g = lane / 4;
@@ -318,7 +332,7 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
     __syncthreads();  // every slot's q is in registers: a running total may now overwrite it
 
     for (int c = split ? int(blockIdx.z) : 0; c < chunks; c += split ? p.workers : 1) {
-      run_chunk<HD, TILES>(p, kv_smem, merge, qf, row_keys, seg, table, keys, kvh, c * kChunkBlocks,
+      run_chunk<HD, TILES>(p, kv_smem, merge, key_slots, qf, row_keys, seg, table, keys, kvh, c * kChunkBlocks,
                            min(blocks, (c + 1) * kChunkBlocks));
       const float* run_in = run + (c % 2) * 2 * L::kSlots;
       float* run_out = run + ((c + 1) % 2) * 2 * L::kSlots;
