@@ -39,78 +39,115 @@ std::vector<std::vector<int>> tree_paths(const AttentionRows& rows) {
   return paths;
 }
 
-// hsum8 of 8 vectors at once, the same adds on the same lanes: result lane i is hsum8(v[i]).
-inline __m256 hsum8x8(const __m256 (&v)[8]) {
-  __m256 s[4];
-  for (int p = 0; p < 4; ++p)
-    s[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20),
-                         _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
-  // s[p]: low 128 = v[2p] lanes i + (i+4), high 128 = v[2p+1]'s.
-  const __m256 w0 = _mm256_add_ps(_mm256_shuffle_ps(s[0], s[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                  _mm256_shuffle_ps(s[0], s[1], _MM_SHUFFLE(3, 2, 3, 2)));
-  const __m256 w1 = _mm256_add_ps(_mm256_shuffle_ps(s[2], s[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                  _mm256_shuffle_ps(s[2], s[3], _MM_SHUFFLE(3, 2, 3, 2)));
-  // w0: [v0 (0+2), v0 (1+3), v2 .., v2 .. | v1 .., v1 .., v3 .., v3 ..], w1 the same for v4..v7.
-  const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(w0, w1, _MM_SHUFFLE(2, 0, 2, 0)),
-                                 _mm256_shuffle_ps(w0, w1, _MM_SHUFFLE(3, 1, 3, 1)));
-  // r: [v0, v2, v4, v6 | v1, v3, v5, v7]
-  return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+// hsum8 of 4 vectors at once, the same adds on the same lanes: result lanes 0, 4, 1, 5 are hsum8(v[0..3]).
+inline __m256 hsum8x4(const __m256 (&v)[4]) {
+  const __m256 s0 = _mm256_add_ps(_mm256_permute2f128_ps(v[0], v[1], 0x20), _mm256_permute2f128_ps(v[0], v[1], 0x31));
+  const __m256 s1 = _mm256_add_ps(_mm256_permute2f128_ps(v[2], v[3], 0x20), _mm256_permute2f128_ps(v[2], v[3], 0x31));
+  // s0: low 128 = v0 lanes i + (i+4), high 128 = v1's; s1 the same for v2, v3.
+  const __m256 w = _mm256_add_ps(_mm256_shuffle_ps(s0, s1, _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm256_shuffle_ps(s0, s1, _MM_SHUFFLE(3, 2, 3, 2)));
+  // w: [v0 (0+2), v0 (1+3), v2 .., v2 .. | v1 .., v1 .., v3 .., v3 ..]
+  return _mm256_add_ps(_mm256_shuffle_ps(w, w, _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(w, w, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-// scores[j] = dot(q, keys[j]) · scale, 8 keys at a time: each key's sums in cpu::dot's order.
-void key_scores(const float* q, const float* const* keys, int n, int hd, float scale, float* scores) {
+// The query heads of one K/V head that read the same keys (at most kHeadsAtOnce at a time).
+constexpr int kHeadsAtOnce = 3;
+
+// scores[q][j] = dot(qs[q], keys[j]) · scale for Q heads, 4 keys at a time, each key loaded once for all heads:
+// each key's sums in cpu::dot's order.
+template <int Q>
+void key_scores(const float* const* qs, const float* const* keys, int n, int hd, float scale, float* const* scores) {
   const int body = hd / 8 * 8;
   int j = 0;
-  for (; j + 8 <= n; j += 8) {
-    __m256 acc[8];
-    for (int u = 0; u < 8; ++u) acc[u] = _mm256_setzero_ps();
+  for (; j + 4 <= n; j += 4) {
+    __m256 acc[Q][4];
+    for (int q = 0; q < Q; ++q)
+      for (int u = 0; u < 4; ++u) acc[q][u] = _mm256_setzero_ps();
     for (int i = 0; i < body; i += 8) {
-      const __m256 qv = _mm256_loadu_ps(q + i);
-      for (int u = 0; u < 8; ++u) acc[u] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(keys[j + u] + i), acc[u]);
+      __m256 kv[4];
+      for (int u = 0; u < 4; ++u) kv[u] = _mm256_loadu_ps(keys[j + u] + i);
+      for (int q = 0; q < Q; ++q) {
+        const __m256 qv = _mm256_loadu_ps(qs[q] + i);
+        for (int u = 0; u < 4; ++u) acc[q][u] = _mm256_fmadd_ps(qv, kv[u], acc[q][u]);
+      }
     }
-    alignas(32) float d[8];
-    _mm256_store_ps(d, hsum8x8(acc));
-    for (int u = 0; u < 8; ++u) {
-      float x = d[u];
-      for (int i = body; i < hd; ++i) x = std::fma(q[i], keys[j + u][i], x);
-      scores[j + u] = x * scale;
+    for (int q = 0; q < Q; ++q) {
+      alignas(32) float d[8];
+      _mm256_store_ps(d, hsum8x4(acc[q]));
+      const float sums[4] = {d[0], d[4], d[1], d[5]};
+      for (int u = 0; u < 4; ++u) {
+        float x = sums[u];
+        for (int i = body; i < hd; ++i) x = std::fma(qs[q][i], keys[j + u][i], x);
+        scores[q][j + u] = x * scale;
+      }
     }
   }
-  for (; j < n; ++j) scores[j] = cpu::dot(q, keys[j], hd) * scale;
+  for (; j < n; ++j)
+    for (int q = 0; q < Q; ++q) scores[q][j] = cpu::dot(qs[q], keys[j], hd) * scale;
 }
 
-// scores → exp(score - max) / sum, the sum in key order.
-void softmax_in_place(float* scores, int n) {
-  float mx = -INFINITY;
-  for (int j = 0; j < n; ++j) mx = std::max(mx, scores[j]);
-  const __m256 mxv = _mm256_set1_ps(mx);
-  int j = 0;
-  for (; j + 8 <= n; j += 8)
-    _mm256_storeu_ps(scores + j, cpu::exp8(_mm256_sub_ps(_mm256_loadu_ps(scores + j), mxv)));
-  for (; j < n; ++j) scores[j] = std::exp(scores[j] - mx);
-  float sum = 0;
-  for (j = 0; j < n; ++j) sum += scores[j];
-  for (j = 0; j < n; ++j) scores[j] = scores[j] / sum;
+// Each head's scores → exp(score - max) / sum, each sum in key order.
+template <int Q>
+void softmax_in_place(float* const* scores, int n) {
+  float sum[Q];
+  for (int q = 0; q < Q; ++q) {
+    float* s = scores[q];
+    // The largest score (NaNs skipped, as std::max does); a tie of -0 and +0 gives either, whose exps are equal.
+    __m256 m8 = _mm256_set1_ps(-INFINITY);
+    int j = 0;
+    for (; j + 8 <= n; j += 8) m8 = _mm256_max_ps(_mm256_loadu_ps(s + j), m8);
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, m8);
+    float mx = -INFINITY;
+    for (float v : lanes) mx = std::max(mx, v);
+    for (; j < n; ++j) mx = std::max(mx, s[j]);
+    const __m256 mxv = _mm256_set1_ps(mx);
+    for (j = 0; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, cpu::exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mxv)));
+    for (; j < n; ++j) s[j] = std::exp(s[j] - mx);
+    sum[q] = 0;
+  }
+  for (int j = 0; j < n; ++j)
+    for (int q = 0; q < Q; ++q) sum[q] += scores[q][j];
+  for (int q = 0; q < Q; ++q)
+    for (int j = 0; j < n; ++j) scores[q][j] = scores[q][j] / sum[q];
 }
 
-// out = Σ_j p[j] · values[j], each dim's fused adds in key order (cpu::axpy's), 64 dims held in registers.
-void weighted_values(const float* p, const float* const* values, int n, int hd, float* out) {
+// out[q] = Σ_j p[q][j] · values[j] for Q heads, each dim's fused adds in key order (cpu::axpy's), 32 dims of every
+// head in registers, each value loaded once for all heads.
+template <int Q>
+void weighted_values(const float* const* p, const float* const* values, int n, int hd, float* const* out) {
   const int body = hd / 8 * 8;
   int i = 0;
-  for (; i + 64 <= body; i += 64) {
-    __m256 acc[8];
-    for (int u = 0; u < 8; ++u) acc[u] = _mm256_setzero_ps();
+  for (; i + 32 <= body; i += 32) {
+    __m256 acc[Q][4];
+    for (int q = 0; q < Q; ++q)
+      for (int u = 0; u < 4; ++u) acc[q][u] = _mm256_setzero_ps();
     for (int j = 0; j < n; ++j) {
-      const __m256 pv = _mm256_set1_ps(p[j]);
-      for (int u = 0; u < 8; ++u) acc[u] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(values[j] + i + 8 * u), acc[u]);
+      __m256 pv[Q];
+      for (int q = 0; q < Q; ++q) pv[q] = _mm256_set1_ps(p[q][j]);
+      for (int u = 0; u < 4; ++u) {
+        const __m256 vv = _mm256_loadu_ps(values[j] + i + 8 * u);
+        for (int q = 0; q < Q; ++q) acc[q][u] = _mm256_fmadd_ps(pv[q], vv, acc[q][u]);
+      }
     }
-    for (int u = 0; u < 8; ++u) _mm256_storeu_ps(out + i + 8 * u, acc[u]);
+    for (int q = 0; q < Q; ++q)
+      for (int u = 0; u < 4; ++u) _mm256_storeu_ps(out[q] + i + 8 * u, acc[q][u]);
   }
-  for (; i < hd; ++i) {  // dims past the blocks of 64: the same fused adds one dim at a time
-    float x = 0.0f;
-    for (int j = 0; j < n; ++j) x = std::fma(p[j], values[j][i], x);
-    out[i] = x;
-  }
+  for (; i < hd; ++i)  // dims past the blocks of 32: the same fused adds one dim at a time
+    for (int q = 0; q < Q; ++q) {
+      float x = 0.0f;
+      for (int j = 0; j < n; ++j) x = std::fma(p[q][j], values[j][i], x);
+      out[q][i] = x;
+    }
+}
+
+// Q heads that read the same keys and values.
+template <int Q>
+void attend(const float* const* qs, const float* const* kp, const float* const* vp, int n, int hd, float scale,
+            float* const* scores, float* const* out) {
+  key_scores<Q>(qs, kp, n, hd, scale, scores);
+  softmax_in_place<Q>(scores, n);
+  weighted_values<Q>(scores, vp, n, hd, out);
 }
 
 }  // namespace
@@ -124,29 +161,51 @@ void paged_attention(const AttentionRows& rows, const AttentionHeads& s, KvPool&
   ThreadPool::global().parallel_for(rows.positions.size() * size_t(nh), [&](size_t begin, size_t end) {
     std::vector<float> scores;
     std::vector<const float*> kp, vp;
-    for (size_t item = begin; item < end; ++item) {
+    // Items in runs of heads of one row and one K/V head, which read the same keys.
+    for (size_t item = begin; item < end;) {
       const size_t t = item / size_t(nh);
-      const int h = int(item % size_t(nh)), g = h / group;
+      const int h0 = int(item % size_t(nh)), g = h0 / group;
+      const int heads = int(std::min<size_t>(end - item, size_t((g + 1) * group - h0)));
       const SequenceChunk& ch = rows.chunks[size_t(rows.chunk_of[t])];
       const auto& pages = ch.pages;
-      const float* qh = q + (t * size_t(nh) + size_t(h)) * size_t(hd);
-      // Key j's slot: j itself up to the committed positions, then the row's path: the same keys in the same order
-      // as the chain row at that depth reads.
+      // Keys 0..committed-1 are the slots themselves, then the row's path: the same keys in the same order as the
+      // chain row at that depth reads.
       const std::vector<int>& path = paths[t];
       const int committed = path.empty() ? rows.positions[t] + 1 : ch.start_pos;
       const int n = committed + int(path.size());
-      auto slot = [&](int j) { return j < committed ? j : path[size_t(j - committed)]; };
-      scores.resize(size_t(n));
       kp.resize(size_t(n));
       vp.resize(size_t(n));
-      for (int j = 0; j < n; ++j) {
-        const int k = slot(j);
-        kp[size_t(j)] = pool.keys(pages[size_t(k / P)], layer) + size_t(k % P) * row + size_t(g) * hd;
-        vp[size_t(j)] = pool.values(pages[size_t(k / P)], layer) + size_t(k % P) * row + size_t(g) * hd;
+      const size_t head_offset = size_t(g) * hd;
+      for (int first = 0; first < committed; first += P) {
+        const int32_t page = pages[size_t(first / P)];
+        const float* keys = pool.keys(page, layer) + head_offset;
+        const float* values = pool.values(page, layer) + head_offset;
+        for (int o = 0, count = std::min(P, committed - first); o < count; ++o) {
+          kp[size_t(first + o)] = keys + size_t(o) * row;
+          vp[size_t(first + o)] = values + size_t(o) * row;
+        }
       }
-      key_scores(qh, kp.data(), n, hd, scale, scores.data());
-      softmax_in_place(scores.data(), n);
-      weighted_values(scores.data(), vp.data(), n, hd, out + (t * size_t(nh) + size_t(h)) * size_t(hd));
+      for (size_t e = 0; e < path.size(); ++e) {
+        const int k = path[e];
+        kp[size_t(committed) + e] = pool.keys(pages[size_t(k / P)], layer) + size_t(k % P) * row + head_offset;
+        vp[size_t(committed) + e] = pool.values(pages[size_t(k / P)], layer) + size_t(k % P) * row + head_offset;
+      }
+      scores.resize(size_t(kHeadsAtOnce) * size_t(n));
+      for (int h = h0; h < h0 + heads; h += kHeadsAtOnce) {
+        const int count = std::min(kHeadsAtOnce, h0 + heads - h);
+        const float* qs[kHeadsAtOnce];
+        float* sc[kHeadsAtOnce];
+        float* os[kHeadsAtOnce];
+        for (int c = 0; c < count; ++c) {
+          qs[c] = q + (t * size_t(nh) + size_t(h + c)) * size_t(hd);
+          sc[c] = scores.data() + size_t(c) * size_t(n);
+          os[c] = out + (t * size_t(nh) + size_t(h + c)) * size_t(hd);
+        }
+        if (count == 3) attend<3>(qs, kp.data(), vp.data(), n, hd, scale, sc, os);
+        else if (count == 2) attend<2>(qs, kp.data(), vp.data(), n, hd, scale, sc, os);
+        else attend<1>(qs, kp.data(), vp.data(), n, hd, scale, sc, os);
+      }
+      item += size_t(heads);
     }
   });
 }
