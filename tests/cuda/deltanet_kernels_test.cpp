@@ -147,12 +147,12 @@ class GpuLayer {
     float* core = gpu_.poisoned<float>(size_t(T) * V);
     uint16_t* normed = gpu_.poisoned<uint16_t>(size_t(T) * V);
     k::deltanet_conv(in, W, T, weight_, s, batch, conv, gpu_.stream());
+    Outputs o;
+    o.conv = gpu_.download(conv, size_t(T) * C);  // before the recurrence normalises its q and k in place
     k::deltanet_recurrence(conv_in ? gpu_.upload(*conv_in) : conv, T, in + l_.b_at(), in + l_.a_at(), W, a_log_,
                            dt_bias_, s, batch, core, gpu_.stream());
     k::deltanet_gated_norm(core_in ? gpu_.upload(*core_in) : core, in + l_.z_at(), W, norm_, T, s, normed,
                            gpu_.stream());
-    Outputs o;
-    o.conv = gpu_.download(conv, size_t(T) * C);
     o.core = gpu_.download(core, size_t(T) * V);
     o.normed = from_bf16(gpu_.download(normed, size_t(T) * V));
     for (size_t i = 0; i < seqs.size(); ++i) o.states.push_back(state(first_slot + int(i)));

@@ -128,6 +128,14 @@ __device__ void l2_normalize(const float* x, int n, float scale, float* dst) {
   for (int i = lane; i < n; i += 32) dst[i] = (x[i] * inv) * scale;
 }
 
+// Per (row, key head): q and k of the conv output L2-normalised in place, q also scaled (one warp).
+__global__ void normalize_kernel(float* conv, Dims d) {
+  wait_for_previous_grid();
+  float* row = conv + size_t(blockIdx.x) * d.C + size_t(blockIdx.y) * d.dk;
+  l2_normalize(row, d.dk, d.q_scale, row);
+  l2_normalize(row + d.KC, d.dk, 1.0f, row + d.KC);
+}
+
 // Sum over the four lanes of a column: every lane gets the same bits.
 __device__ __forceinline__ float column_sum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
@@ -141,6 +149,7 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
                       const float* dt_bias, Dims d, DeltaNetBatch batch, float* out) {
   wait_for_previous_grid();
   __shared__ float qs[kTile][kMaxKeyDim], ks[kTile][kMaxKeyDim], betas[kTile], decays[kTile];
+  __shared__ float vs[kTile][kColumnsPerBlock];  // the tile's values of this block's columns
   const DeltaNetSeq s = batch.seqs[blockIdx.z];
   const int h = blockIdx.y, kh = h / d.group;
   const int g = threadIdx.x % kLanesPerColumn, column = blockIdx.x * kColumnsPerBlock + threadIdx.x / kLanesPerColumn;
@@ -154,46 +163,67 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
     S[m] = !s.fresh && active && i < d.dk ? state[size_t(i) * d.dv + column] : 0.0f;
   }
   const float A = expf(a_log[h]), bias = dt_bias[h];
-  const int warp = threadIdx.x / 32;
   int tap = s.first_tap;
   const int tap_end = s.first_tap + s.tap_count;
   for (int base = 0; base < s.rows; base += kTile) {
     const int n = min(kTile, s.rows - base);
     __syncthreads();  // the previous tile's reads are done
-    for (int t = warp; t < n; t += kRecurrenceThreads / 32) {
+    // The tile's normalised q and k (deltanet_normalize), values, β and decays, all loads issued together.
+    for (int e = threadIdx.x; e < n * d.dk; e += kRecurrenceThreads) {
+      const int t = e / d.dk, i = e % d.dk;
+      const float* row = conv + size_t(s.first_row + base + t) * d.C + size_t(kh) * d.dk;
+      qs[t][i] = row[i];
+      ks[t][i] = row[d.KC + i];
+    }
+    for (int e = threadIdx.x; e < n * kColumnsPerBlock; e += kRecurrenceThreads) {
+      const int t = e / kColumnsPerBlock, col = blockIdx.x * kColumnsPerBlock + e % kColumnsPerBlock;
       const size_t r = size_t(s.first_row + base + t);
-      const float* row = conv + r * d.C;
-      l2_normalize(row + size_t(kh) * d.dk, d.dk, d.q_scale, qs[t]);
-      l2_normalize(row + d.KC + size_t(kh) * d.dk, d.dk, 1.0f, ks[t]);
-      if (threadIdx.x % 32 == 0) {
-        betas[t] = 1.0f / (1.0f + expf(-b[r * ab_stride + h]));
-        decays[t] = expf(-A * softplus(a[r * ab_stride + h] + bias));
-      }
+      vs[t][e % kColumnsPerBlock] = col < d.dv ? conv[r * d.C + 2 * d.KC + size_t(h) * d.dv + col] : 0.0f;
+    }
+    for (int t = threadIdx.x; t < n; t += kRecurrenceThreads) {
+      const size_t r = size_t(s.first_row + base + t);
+      betas[t] = 1.0f / (1.0f + expf(-b[r * ab_stride + h]));
+      decays[t] = expf(-A * softplus(a[r * ab_stride + h] + bias));
     }
     __syncthreads();
+    // Token t's decayed state · k (`mem`) comes from the pass that finished token t − 1 when both are in this tile
+    // and no snapshot falls between them; each product and sum is the same either way.
+    float mem = 0.0f;
+    bool mem_ready = false;
     for (int t = 0; t < n; ++t) {
       const size_t r = size_t(s.first_row + base + t);
-      const float v = active ? conv[r * d.C + 2 * d.KC + size_t(h) * d.dv + column] : 0.0f;
-      const float decay = decays[t];
-      float mem = 0.0f;
+      const float v = vs[t][threadIdx.x / kLanesPerColumn];
+      if (!mem_ready) {
+        const float decay = decays[t];
+        mem = 0.0f;
 #pragma unroll
-      for (int m = 0; m < R; ++m) {
-        const int i = g + kLanesPerColumn * m;
-        if (i < d.dk) {
-          S[m] *= decay;
-          mem = fmaf(S[m], ks[t][i], mem);
+        for (int m = 0; m < R; ++m) {
+          const int i = g + kLanesPerColumn * m;
+          if (i < d.dk) {
+            S[m] *= decay;
+            mem = fmaf(S[m], ks[t][i], mem);
+          }
         }
       }
       const float delta = (v - column_sum(mem)) * betas[t];
-      float o = 0.0f;
+      const bool tap_here = tap < tap_end && batch.taps[tap].after_rows == base + t + 1;
+      const bool fuse = t + 1 < n && !tap_here;
+      const float next_decay = fuse ? decays[t + 1] : 0.0f;
+      float o = 0.0f, next_mem = 0.0f;
 #pragma unroll
       for (int m = 0; m < R; ++m) {
         const int i = g + kLanesPerColumn * m;
         if (i < d.dk) {
           S[m] = fmaf(ks[t][i], delta, S[m]);
           o = fmaf(S[m], qs[t][i], o);
+          if (fuse) {
+            S[m] *= next_decay;
+            next_mem = fmaf(S[m], ks[t + 1][i], next_mem);
+          }
         }
       }
+      mem = next_mem;
+      mem_ready = fuse;
       o = column_sum(o);
       if (active && g == 0) out[r * d.V + size_t(h) * d.dv + column] = o;
       for (; tap < tap_end && batch.taps[tap].after_rows == base + t + 1; ++tap) {
@@ -240,12 +270,14 @@ void deltanet_conv(const float* in, int in_stride, int T, const float* weight, c
                 in_stride, d, batch);
 }
 
-void deltanet_recurrence(const float* conv, int T, const float* b, const float* a, int ab_stride, const float* a_log,
+void deltanet_recurrence(float* conv, int T, const float* b, const float* a, int ab_stride, const float* a_log,
                          const float* dt_bias, const DeltaNetShape& shape, const DeltaNetBatch& batch, float* out,
                          void* stream) {
   const Dims d = dims_of(shape);
   check_batch(T, batch);
   if (T == 0 || batch.count == 0) return;
+  // Every row's q and k normalised at once, so the recurrence's token loop waits on no reduction.
+  launch_overlapping_kernel("deltanet_normalize", normalize_kernel, dim3(T, d.KC / d.dk), dim3(32), 0, stream, conv, d);
   const dim3 grid(unsigned((d.dv + kColumnsPerBlock - 1) / kColumnsPerBlock), unsigned(d.nv), unsigned(batch.count));
   const dim3 block(kRecurrenceThreads);
   if (d.dk <= 16)

@@ -42,8 +42,9 @@ void deltanet_conv(const float* in, int in_stride, int T, const float* weight, c
 
 // The gated delta rule per (sequence, value head), token by token: conv [T, conv_channels] (the conv output), b and
 // a at [r·ab_stride + head], a_log and dt_bias [value_heads] → out [T, value_channels]; the delta state follows the
-// conv tail (zero when fresh) and is updated; taps get it after their rows. key_dim ≤ 128.
-void deltanet_recurrence(const float* conv, int T, const float* b, const float* a, int ab_stride, const float* a_log,
+// conv tail (zero when fresh) and is updated; taps get it after their rows. key_dim ≤ 128. The q and k channels of
+// conv are L2-normalised in place first.
+void deltanet_recurrence(float* conv, int T, const float* b, const float* a, int ab_stride, const float* a_log,
                          const float* dt_bias, const DeltaNetShape& shape, const DeltaNetBatch& batch, float* out,
                          void* stream);
 
