@@ -54,6 +54,27 @@ FS_AVX512 inline __m512 pair_high(__m512i raw) {
   return _mm512_castsi512_ps(_mm512_and_si512(raw, _mm512_set1_epi32(int(0xFFFF0000u))));
 }
 
+// Each of 16 accumulators' sums (its low and high halves added, then hsum8) at once, with those adds on the same
+// lanes: lane 4·r + b holds the sum of a[4·r + b].
+FS_AVX512 inline __m512 sums16(const __m512 (&a)[16]) {
+  __m512 z[8], q[4];
+  for (int p = 0; p < 8; ++p)  // [low + high of a[2p] | of a[2p + 1]]
+    z[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  for (int p = 0; p < 4; ++p)  // 128-bit block c: lanes i + (i + 4) of a[4p + c]'s 8
+    q[p] = _mm512_add_ps(_mm512_shuffle_f32x4(z[2 * p], z[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(z[2 * p], z[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  // Block c: (0 + 2, 1 + 3) of a[c] and a[4 + c], then of a[8 + c] and a[12 + c].
+  const __m512 w0 = _mm512_add_ps(_mm512_shuffle_ps(q[0], q[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm512_shuffle_ps(q[0], q[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 w1 = _mm512_add_ps(_mm512_shuffle_ps(q[2], q[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm512_shuffle_ps(q[2], q[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  // Block c: the sums of a[c], a[4 + c], a[8 + c], a[12 + c]; lane 4c + m holds a[4m + c]'s.
+  const __m512 t = _mm512_add_ps(_mm512_shuffle_ps(w0, w1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(w0, w1, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), t);
+}
+
 // R input rows against panel rows [b0, b0 + NB): R · NB accumulators (at most 24, beside R inputs, of 32 registers)
 // whose low and high halves are the AVX2 kernel's acc0 and acc1, so every output has its bits whatever R and NB are.
 template <int R, int NB, class W>
@@ -93,6 +114,19 @@ FS_AVX512 void tile(const float* x, const Panel<W>& p, int b0, float* y, size_t 
       const __m512 wv = load16(p.block(b0 + b, k));
       for (int r = 0; r < R; ++r) acc[r][b] = _mm512_fmadd_ps(xv[r], wv, acc[r][b]);
     }
+  }
+  if (NB == 4 && body == K) {  // no tail: four rows' sums at a time
+    for (int r0 = 0; r0 < R; r0 += 4) {
+      __m512 a[16];
+      for (int i = 0; i < 16; ++i) a[i] = _mm512_setzero_ps();
+      for (int r = r0; r < R && r < r0 + 4; ++r)
+        for (int b = 0; b < NB; ++b) a[4 * (r - r0) + b] = acc[r][b];
+      alignas(64) float sums[16];
+      _mm512_store_ps(sums, sums16(a));
+      for (int r = r0; r < R && r < r0 + 4; ++r)
+        std::memcpy(y + size_t(r) * y_stride, sums + 4 * (r - r0), NB * sizeof(float));
+    }
+    return;
   }
   for (int r = 0; r < R; ++r)
     for (int b = 0; b < NB; ++b) {
