@@ -109,6 +109,17 @@ void gemm_rates(const std::vector<int>& rows, double bw) {
                 2.0 * m * s.n * s.k / sec / 1e12, bytes / sec / bw, of_peer, name.c_str());
     std::fflush(stdout);
   };
+  void* st = reinterpret_cast<void*>(stream.handle());
+  // Mean seconds of call(i) over 8 (2048+ rows) or 40 calls after one call on each weight copy.
+  auto mean_seconds = [&](int m, const auto& call) {
+    for (int i = 0; i < copies; ++i) call(i);
+    stream.synchronize();
+    const int reps = m >= 2048 ? 8 : 40;
+    auto t = Clock::now();
+    for (int i = 0; i < reps; ++i) call(i);
+    stream.synchronize();
+    return seconds_since(t) / reps;
+  };
   for (int m : rows)
     for (const Shape& s : shapes) {
       if (m > 64 && std::strcmp(s.name, "lm_head") == 0) continue;  // the lm head matters for decode rows only
@@ -119,32 +130,18 @@ void gemm_rates(const std::vector<int>& rows, double bw) {
         const char* name = v >= 0 ? cuda::kernels::gemm_variant_name(v) : "";
         const bool few_rows = v >= 0 && std::string_view(name).starts_with("wgmma rows");
         if (m > 64 && few_rows) continue;
-        auto call = [&](int i) {
-          auto* out = reinterpret_cast<float*>(y.ptr);
-          void* st = reinterpret_cast<void*>(stream.handle());
+        auto* out = reinterpret_cast<float*>(y.ptr);
+        const double sec = mean_seconds(m, [&](int i) {
           if (v < 0) cuda::kernels::gemm(ptr(x), ptr(w[i % copies]), nullptr, out, m, s.n, s.k, false, st);
           else cuda::kernels::gemm_variant(v, ptr(x), ptr(w[i % copies]), nullptr, out, m, s.n, s.k, false, st);
-        };
-        for (int i = 0; i < copies; ++i) call(i);
-        stream.synchronize();
-        const int reps = m >= 2048 ? 8 : 40;
-        auto t = Clock::now();
-        for (int i = 0; i < reps; ++i) call(i);
-        stream.synchronize();
-        print(s, m, seconds_since(t) / reps, peer_sec, v < 0 ? "default" : std::to_string(v) + " " + name);
+        });
+        print(s, m, sec, peer_sec, v < 0 ? "default" : std::to_string(v) + " " + name);
       }
       if (std::string_view(s.name).starts_with("gate_up")) {
-        auto call = [&](int i) {
-          cuda::kernels::gemm_swiglu(ptr(x), ptr(w[i % copies]), ptr(y), m, s.n / 2, s.k,
-                                     reinterpret_cast<void*>(stream.handle()));
-        };
-        for (int i = 0; i < copies; ++i) call(i);
-        stream.synchronize();
-        const int reps = m >= 2048 ? 8 : 40;
-        auto t = Clock::now();
-        for (int i = 0; i < reps; ++i) call(i);
-        stream.synchronize();
-        print(s, m, seconds_since(t) / reps, peer_sec, "default with the SwiGLU epilogue (bf16 [m, n/2] out)", true);
+        const double sec = mean_seconds(m, [&](int i) {
+          cuda::kernels::gemm_swiglu(ptr(x), ptr(w[i % copies]), ptr(y), m, s.n / 2, s.k, st);
+        });
+        print(s, m, sec, peer_sec, "default with the SwiGLU epilogue (bf16 [m, n/2] out)", true);
       }
     }
 }

@@ -140,16 +140,6 @@ void qkv_rope_store(const float* qkv, int rows, HeadShape shape, const float* q_
                 sin, kv, q);
 }
 
-int multiprocessor_count() {
-  int device = 0, count = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();
-    throw Error("attention could not read the device's multiprocessor count");
-  }
-  return count;
-}
-
 void attention(float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, const float* gate,
                const AttentionSplit& split, uint16_t* out, void* stream) {
   check_shape(shape);

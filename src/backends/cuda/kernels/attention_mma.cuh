@@ -25,10 +25,6 @@
 
 #include <algorithm>
 
-namespace fs::cuda::kernels {
-int multiprocessor_count();  // of the current device
-}
-
 namespace fs::cuda::kernels::attention_mma {
 
 constexpr int kBlockKeys = 64;  // keys per block, blocks start at absolute positions 0, 64, 128, …
@@ -430,7 +426,7 @@ void launch(float* q, int rows, HeadShape shape, const PagedKv& kv, float scale,
   if (rows > 64) return launch_tiles<HD, HD <= 128 ? 4 : 2>(p, stream);
   if (split.records) {
     const int ctas = rows * p.kv_heads * p.head_tiles;
-    p.workers = std::clamp(2 * multiprocessor_count() / ctas, 1, kMaxSplitWorkers);
+    p.workers = std::clamp(2 * multiprocessor_count("attention") / ctas, 1, kMaxSplitWorkers);
   }
   launch_tiles<HD, 1>(p, stream);
 }

@@ -186,16 +186,6 @@ inline CUtensorMap weight_tensor_map(const uint16_t* w, int n, int k, unsigned b
   return out.act ? gate_up_tensor_map(w, n, k, box_rows) : wgmma_tensor_map(w, n, k, box_rows);
 }
 
-inline int multiprocessors() {
-  int device = 0, count = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();
-    throw Error("the wgmma GEMM could not read the device's multiprocessor count");
-  }
-  return count;
-}
-
 template <int COLS, int STAGES>
 void launch_wgmma(const uint16_t* x, const uint16_t* w, const GemmOut& out, int m, int n, int k, void* stream) {
   // With k = 0 there is no tensor to map and no term to sum: the tiled kernel writes the same bias alone.
@@ -204,7 +194,7 @@ void launch_wgmma(const uint16_t* x, const uint16_t* w, const GemmOut& out, int 
   auto kernel = wgmma_kernel<COLS, STAGES>;
   allow_shared_memory_once(kernel, unsigned(W::kSmemBytes), "gemm wgmma", true);
   const int tiles = ((m + W::kRows - 1) / W::kRows) * ((n + W::kCols - 1) / W::kCols);
-  const int sms = multiprocessors(), ctas = tiles < sms ? tiles : sms;
+  const int sms = multiprocessor_count("the wgmma GEMM"), ctas = tiles < sms ? tiles : sms;
   launch_kernel("gemm wgmma", kernel, dim3(ctas), dim3(W::kThreads), unsigned(W::kSmemBytes), stream,
                 wgmma_tensor_map(x, m, k, W::kRows), weight_tensor_map(w, n, k, W::kCols, out), out, m, n, k);
 }

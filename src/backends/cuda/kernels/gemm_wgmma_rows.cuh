@@ -198,7 +198,7 @@ void launch_wgmma_rows(const uint16_t* x, const uint16_t* w, const GemmOut& out,
   allow_shared_memory_once(kernel, unsigned(W::kSmemBytes), "gemm wgmma rows", true);
   // One tile per cluster when split (the hand-off barrier counts one tile); persistent CTAs otherwise.
   const int tiles = (n + W::kCols - 1) / W::kCols, per_sm = int(228 * 1024 / (W::kSmemBytes + 1024));
-  const int most = multiprocessors() * (per_sm > 0 ? per_sm : 1);
+  const int most = multiprocessor_count("the wgmma GEMM") * (per_sm > 0 ? per_sm : 1);
   const int ctas = SPLIT > 1 ? tiles * SPLIT : (tiles < most ? tiles : most);
   launch_overlapping_kernel("gemm wgmma rows", kernel, dim3(ctas), dim3(W::kThreads), unsigned(W::kSmemBytes), stream,
                             weight_tensor_map(w, n, k, W::kCols, out), wgmma_tensor_map(x, m, k, TOK), out, m, n,

@@ -27,6 +27,17 @@ inline void* kernel_function(const void* kernel, const char* what) {
   return static_cast<void*>(fn);
 }
 
+// The current device's multiprocessor count; throws fs::Error naming `what` when it cannot be read.
+inline int multiprocessor_count(const char* what) {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(std::string(what) + " could not read the device's multiprocessor count");
+  }
+  return count;
+}
+
 // Lets `kernel` take `bytes` of dynamic shared memory; `prefer_shared` also asks for the largest shared carveout.
 template <typename... Params>
 void allow_shared_memory(void (*kernel)(Params...), unsigned bytes, const char* what, bool prefer_shared = false) {
