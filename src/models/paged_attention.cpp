@@ -39,10 +39,10 @@ std::vector<std::vector<int>> tree_paths(const AttentionRows& rows) {
   return paths;
 }
 
-// hsum8 of 4 vectors at once, the same adds on the same lanes: result lanes 0, 4, 1, 5 are hsum8(v[0..3]).
-inline __m256 hsum8x4(const __m256 (&v)[4]) {
-  const __m256 s0 = _mm256_add_ps(_mm256_permute2f128_ps(v[0], v[1], 0x20), _mm256_permute2f128_ps(v[0], v[1], 0x31));
-  const __m256 s1 = _mm256_add_ps(_mm256_permute2f128_ps(v[2], v[3], 0x20), _mm256_permute2f128_ps(v[2], v[3], 0x31));
+// hsum8 of 4 vectors at once, the same adds on the same lanes: result lanes 0, 4, 1, 5 are hsum8(v0..v3).
+inline __m256 hsum8x4(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
+  const __m256 s0 = _mm256_add_ps(_mm256_permute2f128_ps(v0, v1, 0x20), _mm256_permute2f128_ps(v0, v1, 0x31));
+  const __m256 s1 = _mm256_add_ps(_mm256_permute2f128_ps(v2, v3, 0x20), _mm256_permute2f128_ps(v2, v3, 0x31));
   // s0: low 128 = v0 lanes i + (i+4), high 128 = v1's; s1 the same for v2, v3.
   const __m256 w = _mm256_add_ps(_mm256_shuffle_ps(s0, s1, _MM_SHUFFLE(1, 0, 1, 0)),
                                  _mm256_shuffle_ps(s0, s1, _MM_SHUFFLE(3, 2, 3, 2)));
@@ -53,34 +53,36 @@ inline __m256 hsum8x4(const __m256 (&v)[4]) {
 // The query heads of one K/V head that read the same keys (at most kHeadsAtOnce at a time).
 constexpr int kHeadsAtOnce = 3;
 
-// scores[q][j] = dot(qs[q], keys[j]) · scale for Q heads, 4 keys at a time, each key loaded once for all heads:
-// each key's sums in cpu::dot's order.
-template <int Q>
+// scores[q][j] = dot(qs[q], keys[j]) · scale for Q heads, KB keys at a time, each key loaded once for all heads (Q · KB
+// sums, the keys and a query fit the 16 registers): each key's sums in cpu::dot's order.
+template <int Q, int KB = (Q == 3 ? 2 : 4)>
 void key_scores(const float* const* qs, const float* const* keys, int n, int hd, float scale, float* const* scores) {
   const int body = hd / 8 * 8;
+  constexpr int kSums = Q * KB, kGroups = (kSums + 3) / 4;
   int j = 0;
-  for (; j + 4 <= n; j += 4) {
-    __m256 acc[Q][4];
-    for (int q = 0; q < Q; ++q)
-      for (int u = 0; u < 4; ++u) acc[q][u] = _mm256_setzero_ps();
+  for (; j + KB <= n; j += KB) {
+    __m256 acc[kGroups * 4];  // sum q · KB + u: head q, key j + u; the rest stay zero
+    for (int a = 0; a < kGroups * 4; ++a) acc[a] = _mm256_setzero_ps();
     for (int i = 0; i < body; i += 8) {
-      __m256 kv[4];
-      for (int u = 0; u < 4; ++u) kv[u] = _mm256_loadu_ps(keys[j + u] + i);
+      __m256 kv[KB];
+      for (int u = 0; u < KB; ++u) kv[u] = _mm256_loadu_ps(keys[j + u] + i);
       for (int q = 0; q < Q; ++q) {
         const __m256 qv = _mm256_loadu_ps(qs[q] + i);
-        for (int u = 0; u < 4; ++u) acc[q][u] = _mm256_fmadd_ps(qv, kv[u], acc[q][u]);
+        for (int u = 0; u < KB; ++u) acc[q * KB + u] = _mm256_fmadd_ps(qv, kv[u], acc[q * KB + u]);
       }
     }
-    for (int q = 0; q < Q; ++q) {
-      alignas(32) float d[8];
-      _mm256_store_ps(d, hsum8x4(acc[q]));
-      const float sums[4] = {d[0], d[4], d[1], d[5]};
-      for (int u = 0; u < 4; ++u) {
-        float x = sums[u];
+    alignas(32) float d[kGroups * 4];
+    for (int g = 0; g < kGroups; ++g) {
+      alignas(32) float lanes[8];
+      _mm256_store_ps(lanes, hsum8x4(acc[4 * g], acc[4 * g + 1], acc[4 * g + 2], acc[4 * g + 3]));
+      d[4 * g] = lanes[0], d[4 * g + 1] = lanes[4], d[4 * g + 2] = lanes[1], d[4 * g + 3] = lanes[5];
+    }
+    for (int q = 0; q < Q; ++q)
+      for (int u = 0; u < KB; ++u) {
+        float x = d[q * KB + u];
         for (int i = body; i < hd; ++i) x = std::fma(qs[q][i], keys[j + u][i], x);
         scores[q][j + u] = x * scale;
       }
-    }
   }
   for (; j < n; ++j)
     for (int q = 0; q < Q; ++q) scores[q][j] = cpu::dot(qs[q], keys[j], hd) * scale;
