@@ -77,13 +77,15 @@ FS_AVX512 inline __m512 sums16(const __m512 (&a)[16]) {
 
 // R input rows against panel rows [b0, b0 + NB): R · NB accumulators (at most 24, beside R inputs, of 32 registers)
 // whose low and high halves are the AVX2 kernel's acc0 and acc1, so every output has its bits whatever R and NB are.
-template <int R, int NB, class W>
+// kPairsOnly: K is a multiple of 32 and bf16, all in pairs of blocks (no block of 16, no tail), which lets the sums stay
+// in registers from the first step to the last.
+template <int R, int NB, bool kPairsOnly, class W>
 FS_AVX512 void tile(const float* x, const Panel<W>& p, int b0, float* y, size_t y_stride) {
-  const int K = p.K, body = p.body();
+  const int K = p.K, body = kPairsOnly ? K : p.body();
   __m512 acc[R][NB];
   for (int r = 0; r < R; ++r)
     for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_setzero_ps();
-  const int paired = p.paired();
+  const int paired = kPairsOnly ? K : p.paired();
   for (int k = 0; k < paired; k += 32) {
     if (R >= kFetchRows && b0 == 0) {  // the panel's first tile fetches for the others too
       const char* ahead = reinterpret_cast<const char*>(p.pair(0, k)) + kFetchAhead;
@@ -150,9 +152,11 @@ constexpr size_t kPanelsPerBlock = 8;
 // else a tile per column.
 template <int R, class W>
 FS_AVX512 void panel_rows(const float* x, const Panel<W>& p, size_t first, size_t n0, size_t n1, float* y, size_t N) {
-  if (p.rows == kPanelRows && n0 == first && n1 == first + kPanelRows)
-    return tile<R, kPanelRows>(x, p, 0, y + first, N);
-  for (size_t n = n0; n < n1; ++n) tile<R, 1>(x, p, int(n - first), y + n, N);
+  if (p.rows == kPanelRows && n0 == first && n1 == first + kPanelRows) {
+    if (p.paired() == p.K) return tile<R, kPanelRows, true>(x, p, 0, y + first, N);
+    return tile<R, kPanelRows, false>(x, p, 0, y + first, N);
+  }
+  for (size_t n = n0; n < n1; ++n) tile<R, 1, false>(x, p, int(n - first), y + n, N);
 }
 
 // Columns [begin, end) for all rows: blocks of panels, and in each block every group of rows in turn.
