@@ -83,8 +83,10 @@ struct ServerUnderTest {
   std::unique_ptr<ServerProcess> process;
 
   void start(const std::vector<std::string>& flags) {
+    // Image admission follows the tower's speed measured at start; these tests are about replies, not admission
+    // (vision_load_e2e_test.cpp), so a loaded or sanitized machine must not shrink the admitted image size.
     std::vector<std::string> args = {"--context", "1024", "--parallel", "2", "--prompt-cache-gib", "0.05",
-                                     "--device", test_device()};
+                                     "--max-image-seconds", "600", "--device", test_device()};
     args.insert(args.end(), flags.begin(), flags.end());
     process = std::make_unique<ServerProcess>(args);
   }
