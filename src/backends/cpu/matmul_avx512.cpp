@@ -89,7 +89,7 @@ FS_AVX512 void tile(const float* x, const Panel<W>& p, int b0, float* y, size_t 
   for (int k = 0; k < paired; k += 32) {
     if (R >= kFetchRows && b0 == 0) {  // the panel's first tile fetches for the others too
       const char* ahead = reinterpret_cast<const char*>(p.pair(0, k)) + kFetchAhead;
-      for (int j = 0; j < p.rows * 64; j += 64) _mm_prefetch(ahead + j, _MM_HINT_T0);
+      for (int j = 0; j < (kPairsOnly ? kPanelRows : p.rows) * 64; j += 64) _mm_prefetch(ahead + j, _MM_HINT_T0);
     }
     __m512i raw[NB];
     for (int b = 0; b < NB; ++b) raw[b] = _mm512_loadu_si512(p.pair(b0 + b, k));
