@@ -51,7 +51,8 @@ struct Bench {
     out = reinterpret_cast<uint16_t*>(arena.allocate(q_elems * 2, "out").ptr);
     split.record_capacity = int(pages * kPageTokens / k::kSplitKeys) + 64;
     split.records = reinterpret_cast<float*>(
-        arena.allocate(size_t(split.record_capacity) * kHeads * (kHeadDim + 2) * 4, "chunk records").ptr);
+        arena.allocate(size_t(split.record_capacity) * k::attention_record_floats({kHeads, kKvHeads, kHeadDim}) * 4,
+                       "chunk records").ptr);
     const auto counters = arena.allocate(64 * kHeads * 4, "arrival counters");
     split.counters = reinterpret_cast<int32_t*>(counters.ptr);
     FS_CU(memset_d8_async, counters.ptr, 0, 64 * kHeads * 4, stream.handle());

@@ -394,7 +394,7 @@ TEST(CudaKernels, LongRowsGiveTheSameBitsSplitOrNot) {
     PagedPool pool(rng, s.heads, s.kv_heads, s.head_dim, lengths);
     PagedAttention att(gpu, pool);
     const size_t W = pool.row_width();
-    const size_t record = size_t(s.heads) * size_t(s.head_dim + 2);
+    const size_t record = k::attention_record_floats(k::HeadShape{s.heads, s.kv_heads, s.head_dim});
     auto split_with = [&](int capacity) {
       k::AttentionSplit split;
       split.records = gpu.poisoned<float>(size_t(capacity) * record);

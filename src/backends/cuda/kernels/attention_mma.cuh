@@ -91,9 +91,6 @@ __device__ __forceinline__ void finish(const Params& p, size_t at, float o0, flo
   *reinterpret_cast<uint32_t*>(p.out + at) = ptx::pack_bf16(a, c);
 }
 
-// Floats of one chunk record: per head of the row, its output, max and sum.
-__host__ __device__ __forceinline__ size_t record_floats(int heads, int hd) { return size_t(heads) * (hd + 2); }
-
 using ptx::copy16;
 using ptx::copy_commit;
 using ptx::copy_wait;
@@ -284,7 +281,7 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
   const int head0 = kvh * p.group + ht * p.tile_heads;
   const int tile_heads = min(p.tile_heads, p.group - ht * p.tile_heads);
   const int row_begin = blockIdx.x * p.tile_rows, row_end = min(p.rows, row_begin + p.tile_rows);
-  const size_t record = record_floats(p.heads, HD);
+  const size_t record = size_t(p.heads) * (HD + 2);  // attention_record_floats
 
   for (int seg = row_begin; seg < row_end;) {
     const int table_at = p.kv.row_table[seg];
@@ -304,6 +301,10 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
     if (blockIdx.z > 0 && (!split || int(blockIdx.z) >= chunks)) break;
     const auto slot_at = [&](int slot) {
       return (size_t(seg + slot / tile_heads) * p.heads + head0 + slot % tile_heads) * HD;
+    };
+    // Where chunk c's record keeps the head of CTA slot `slot` (split calls: one row per CTA).
+    const auto record_at = [&](int c, int slot) {
+      return p.split.records + size_t(record0 + c) * record + size_t(head0 + slot % tile_heads) * (HD + 2);
     };
 
     // Q tile → bf16 in shared memory (padding slots zero), then into registers.
@@ -340,8 +341,7 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
         if (chunks == 1) {
           finish(p, at, o0, o1, sum);
         } else if (split) {
-          float* rec = p.split.records + size_t(record0 + c) * record + (slot_at(slot) / HD - size_t(seg) * p.heads) *
-                                                                          (HD + 2);
+          float* rec = record_at(c, slot);
           *reinterpret_cast<float2*>(rec + d) = make_float2(o0, o1);
           if (d == 0) *reinterpret_cast<float2*>(rec + HD) = make_float2(mt, sum);
         } else {
@@ -374,10 +374,9 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
         __threadfence();
         for (int e = tid; e < active * (HD / 2); e += L::kThreads) {
           const int slot = e / (HD / 2), d = (e % (HD / 2)) * 2;
-          const size_t head_at = (slot_at(slot) / HD - size_t(seg) * p.heads) * (HD + 2);
           float M = 0.0f, Lsum = 0.0f, r0 = 0.0f, r1 = 0.0f;
           for (int c = 0; c < chunks; ++c) {
-            const float* rec = p.split.records + size_t(record0 + c) * record + head_at;
+            const float* rec = record_at(c, slot);
             const float2 o = __ldcg(reinterpret_cast<const float2*>(rec + d));
             const float2 ml = __ldcg(reinterpret_cast<const float2*>(rec + HD));
             if (c == 0) M = ml.x, Lsum = ml.y, r0 = o.x, r1 = o.y;

@@ -132,7 +132,8 @@ class CudaModel final : public Model {
   size_t split_record_floats() const {
     size_t most = 0;
     for (const LayerProgram& L : program_.layers)
-      if (L.attention) most = std::max(most, size_t(L.attention->heads) * size_t(L.attention->head_dim + 2));
+      if (const auto& a = L.attention)
+        most = std::max(most, k::attention_record_floats(k::HeadShape{a->heads, a->kv_heads, a->head_dim}));
     return most;
   }
   size_t split_counter_bytes() const {

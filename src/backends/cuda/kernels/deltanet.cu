@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
     }
     for (int t = threadIdx.x; t < n; t += kRecurrenceThreads) {
       const size_t r = size_t(s.first_row + base + t);
-      betas[t] = 1.0f / (1.0f + expf(-b[r * ab_stride + h]));
+      betas[t] = sigmoid(b[r * ab_stride + h]);
       decays[t] = expf(-A * softplus(a[r * ab_stride + h] + bias));
     }
     __syncthreads();

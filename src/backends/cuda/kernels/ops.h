@@ -3,6 +3,7 @@
 // kernel computes each row from that row's own sizes only, so a row's bits never depend on the batch around it.
 // Pointers are device addresses; every call queues work on `stream` (a CUstream passed as void*, because nvcc
 // declares its own CUstream_st before any header) and throws fs::Error if the launch fails.
+#include <cstddef>
 #include <cstdint>
 
 #include "backends/cuda/host/driver_types.h"
@@ -58,6 +59,9 @@ struct AttentionSplit {
   int record_capacity = 0;
   int32_t* counters = nullptr;
 };
+
+// Floats of one chunk record: per head of the row, its head_dim outputs, then its max and sum.
+inline size_t attention_record_floats(HeadShape shape) { return size_t(shape.heads) * size_t(shape.head_dim + 2); }
 
 // Causal GQA attention of each row over its own keys 0..row_keys-1; q f32 [rows, heads, hd], out bf16
 // [rows, heads·hd]. head_dim a multiple of 16 up to 256: tensor cores (q and softmax weights rounded to bf16, f32
