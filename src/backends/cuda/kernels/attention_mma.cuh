@@ -46,7 +46,7 @@ struct Layout {
   static constexpr size_t kKvBytes = size_t(kStages) * kStageElems * 2;
   static constexpr size_t kMergeBytes = size_t(kWarps) * TILES * kWarpFloats * 4;
   static constexpr size_t kRunBytes = size_t(2 * 2 * kSlots) * 4;  // running max and sum per slot, two buffers
-  static constexpr size_t kKeySlotBytes = size_t(kStages) * kBlockKeys * 4;  // each staged block's key slots
+  static constexpr size_t kKeySlotBytes = size_t(kChunkBlocks) * kBlockKeys * 4;  // the chunk's key slots
   static constexpr size_t kSmemBytes =
       kQElems * 2 + (kKvBytes > kMergeBytes ? kKvBytes : kMergeBytes) + kRunBytes + kKeySlotBytes;
 };
@@ -99,32 +99,49 @@ using ptx::ldmatrix_x4_trans;
 using ptx::mma;
 using ptx::pack_bf16;
 
-// Finds the slots of key block b's keys (-1 past `keys`) into `slots`, one key per thread of the first 64.
+// Finds the slots of keys [64·b0, 64·b1) (-1 past `keys`) into `slots`, all at once: one wait on the page table per
+// chunk, not one per block.
 __device__ __forceinline__ void find_key_slots(int32_t* slots, const Params& p, int row, const int32_t* table,
-                                               int keys, int b) {
-  if (threadIdx.x < kBlockKeys) {
-    const int j = b * kBlockKeys + int(threadIdx.x);
-    slots[threadIdx.x] = j < keys ? int32_t(key_slot(p.kv, row, table, j)) : -1;
+                                               int keys, int b0, int b1, int threads) {
+  for (int i = threadIdx.x; i < (b1 - b0) * kBlockKeys; i += threads) {
+    const int j = b0 * kBlockKeys + i;
+    slots[i] = j < keys ? int32_t(key_slot(p.kv, row, table, j)) : -1;
   }
 }
 
 // Queues the copies of a key block whose key slots are in `slots` into one stage; keys without a slot are
-// zero-filled and their pages never read.
+// zero-filled and their pages never read. When the CTA's threads tile a key row evenly, each thread keeps one
+// 16-byte column of the row and walks the keys with fixed strides.
 template <int HD, int TILES>
 __device__ __forceinline__ void load_block(uint16_t* stage, const Params& p, const int32_t* slots, int kvh) {
   using L = Layout<HD, TILES>;
   constexpr int kChunks = HD / 8;  // 16-byte chunks per key row
-  const size_t width = size_t(p.kv_heads) * HD;
+  const int width = p.kv_heads * HD;
   uint16_t* ks = stage;
   uint16_t* vs = stage + kBlockKeys * L::kStride;
+  constexpr int kKeysPerPass = L::kThreads / kChunks;
+  if constexpr (L::kThreads % kChunks == 0 && kBlockKeys % kKeysPerPass == 0) {
+    const int part = threadIdx.x % kChunks, key0 = threadIdx.x / kChunks;
+    const uint16_t* k_col = p.kv.keys + kvh * HD + part * 8;
+    const uint16_t* v_col = p.kv.values + kvh * HD + part * 8;
+    const int dst = key0 * L::kStride + part * 8;
+#pragma unroll
+    for (int i = 0; i < kBlockKeys / kKeysPerPass; ++i) {
+      const int32_t slot = slots[key0 + i * kKeysPerPass];
+      const long long at = slot >= 0 ? (long long)slot * width : 0;
+      copy16(ks + dst + i * kKeysPerPass * L::kStride, k_col + at, slot >= 0);
+      copy16(vs + dst + i * kKeysPerPass * L::kStride, v_col + at, slot >= 0);
+    }
+  } else {
 #pragma unroll 4
-  for (int c = threadIdx.x; c < kBlockKeys * kChunks; c += L::kThreads) {
-    const int key = c / kChunks, part = c % kChunks;
-    const int32_t slot = slots[key];
-    const bool valid = slot >= 0;
-    const size_t at = valid ? size_t(slot) * width + size_t(kvh) * HD + size_t(part) * 8 : 0;
-    copy16(ks + key * L::kStride + part * 8, p.kv.keys + at, valid);
-    copy16(vs + key * L::kStride + part * 8, p.kv.values + at, valid);
+    for (int c = threadIdx.x; c < kBlockKeys * kChunks; c += L::kThreads) {
+      const int key = c / kChunks, part = c % kChunks;
+      const int32_t slot = slots[key];
+      const bool valid = slot >= 0;
+      const size_t at = valid ? size_t(slot) * width + size_t(kvh) * HD + size_t(part) * 8 : 0;
+      copy16(ks + key * L::kStride + part * 8, p.kv.keys + at, valid);
+      copy16(vs + key * L::kStride + part * 8, p.kv.values + at, valid);
+    }
   }
 }
 
@@ -137,9 +154,8 @@ __device__ __forceinline__ void run_chunk(const Params& p, uint16_t* kv_smem, fl
   using L = Layout<HD, TILES>;
   const int tid = threadIdx.x, tile = tid / (32 * kWarps), warp = (tid / 32) % kWarps, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
-  // Block b's key slots sit in ring entry (b − b0) % stages, found one step before its copies are queued.
-  auto slots_of = [&](int b) { return key_slots + ((b - b0) % L::kStages) * kBlockKeys; };
-  for (int s = 0; s < L::kStages && b0 + s < b1; ++s) find_key_slots(slots_of(b0 + s), p, seg, table, keys, b0 + s);
+  auto slots_of = [&](int b) { return key_slots + (b - b0) * kBlockKeys; };
+  find_key_slots(key_slots, p, seg, table, keys, b0, b1, L::kThreads);
   __syncthreads();
   for (int s = 0; s < L::kStages - 1; ++s) {
     if (b0 + s < b1) load_block<HD, TILES>(kv_smem + s * L::kStageElems, p, slots_of(b0 + s), kvh);
@@ -159,7 +175,6 @@ __device__ __forceinline__ void run_chunk(const Params& p, uint16_t* kv_smem, fl
     if (next < b1)
       load_block<HD, TILES>(kv_smem + ((next - b0) % L::kStages) * L::kStageElems, p, slots_of(next), kvh);
     copy_commit();
-    if (next + 1 < b1) find_key_slots(slots_of(next + 1), p, seg, table, keys, next + 1);  // over block b's entry
     const uint16_t* ks = kv_smem + ((b - b0) % L::kStages) * L::kStageElems + warp * 16 * L::kStride;
     const uint16_t* vs = ks + kBlockKeys * L::kStride;
 

@@ -42,9 +42,10 @@ constexpr Variant kVariants[] = {
 // The variant `gemm` runs for a shape: a pure function of (m, n, k).
 int pick_variant(int m, int n, int k) {
   (void)k;
-  // Few column tiles (about half the multiprocessors or fewer) go to clusters of 2 CTAs, each on half the slices.
-  const int split = (n + 63) / 64 <= 72 ? 1 : 0;
-  if (m <= 8) return 3 + split;
+  // Few column tiles (about half the multiprocessors or fewer; up to three quarters at 8 rows or fewer) go to
+  // clusters of 2 CTAs, each on half the slices.
+  const int tiles = (n + 63) / 64, split = tiles <= 72 ? 1 : 0;
+  if (m <= 8) return tiles <= 96 ? 4 : 3;
   // 9…16 rows over many column tiles: the 32-row tile's smaller ring fits two CTAs on an SM, which streams faster.
   if (m <= 16) return split ? 6 : 7;
   if (m <= 32) return 7 + split;
