@@ -15,6 +15,7 @@ constexpr int kPerLane = kMaxHeadDim / 32;
 
 __global__ void qkv_rope_store_kernel(const float* qkv, HeadShape shape, const float* q_norm, const float* k_norm,
                                       float eps, const float* cos, const float* sin, PagedKv kv, float* q) {
+  let_next_grid_start();
   wait_for_previous_grid();
   __shared__ float v[kMaxHeadDim];
   const int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;

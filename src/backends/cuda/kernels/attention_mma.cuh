@@ -280,6 +280,7 @@ __device__ __forceinline__ int first_record(const Params& p, int row) {
 
 template <int HD, int TILES>
 __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p) {
+  let_next_grid_start();
   wait_for_previous_grid();
   using L = Layout<HD, TILES>;
   extern __shared__ __align__(16) uint16_t smem[];

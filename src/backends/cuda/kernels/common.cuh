@@ -17,6 +17,12 @@ inline cudaStream_t as_runtime(void* s) { return reinterpret_cast<cudaStream_t>(
 // and their writes are visible; before it a kernel may only read what no kernel of the round writes (weights).
 __device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
+// Programmatic dependent launch: lets the stream's next kernel be scheduled before this one finishes, so a GEMM
+// after a short kernel starts its weight copies early (GEMMs themselves do not call it).
+__device__ __forceinline__ void let_next_grid_start() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 __device__ __forceinline__ float bf16_bits_to_f32(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
 
 __device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {

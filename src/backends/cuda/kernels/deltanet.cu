@@ -84,6 +84,7 @@ __device__ __forceinline__ float conv_input(const float* in, int in_stride, cons
 
 __global__ void __launch_bounds__(kConvThreads) conv_kernel(const float* in, int in_stride, const float* weight,
                                                               Dims d, DeltaNetBatch batch, float* out) {
+  let_next_grid_start();
   wait_for_previous_grid();
   const int r = blockIdx.y, c = blockIdx.x * kConvThreads + threadIdx.x;
   const DeltaNetSeq* s = sequence_of(batch, r);
@@ -99,6 +100,7 @@ __global__ void __launch_bounds__(kConvThreads) conv_kernel(const float* in, int
 // After conv_kernel: each snapshot's tail, then the new tail (read whole before it is written).
 __global__ void __launch_bounds__(kConvThreads) conv_tail_kernel(const float* in, int in_stride, Dims d,
                                                                    DeltaNetBatch batch) {
+  let_next_grid_start();
   wait_for_previous_grid();
   const int c = blockIdx.x * kConvThreads + threadIdx.x;
   if (c >= d.C) return;
@@ -130,6 +132,7 @@ __device__ void l2_normalize(const float* x, int n, float scale, float* dst) {
 
 // Per (row, key head): q and k of the conv output L2-normalised in place, q also scaled (one warp).
 __global__ void normalize_kernel(float* conv, Dims d) {
+  let_next_grid_start();
   wait_for_previous_grid();
   float* row = conv + size_t(blockIdx.x) * d.C + size_t(blockIdx.y) * d.dk;
   l2_normalize(row, d.dk, d.q_scale, row);
@@ -245,6 +248,7 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
 
 __global__ void gated_norm_kernel(const float* core, const float* z, int z_stride, const float* norm, Dims d,
                                   uint16_t* out) {
+  let_next_grid_start();
   wait_for_previous_grid();
   const int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
   const float* o = core + size_t(r) * d.V + size_t(h) * d.dv;

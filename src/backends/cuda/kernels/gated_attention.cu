@@ -15,6 +15,7 @@ constexpr int kMaxHeadDim = 256;
 __global__ void gated_qkv_rope_store_kernel(const float* qkv, HeadShape shape, int rotary_dim, const float* q_norm,
                                             const float* k_norm, float eps, const float* cos, const float* sin,
                                             PagedKv kv, float* q, float* gate) {
+  let_next_grid_start();
   wait_for_previous_grid();
   __shared__ float v[kMaxHeadDim];
   const int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;

@@ -10,6 +10,7 @@ namespace {
 constexpr int kRowThreads = 256;
 
 __global__ void embedding_kernel(const uint16_t* table, const int32_t* ids, int dim, float* out) {
+  let_next_grid_start();
   wait_for_previous_grid();
   const int r = blockIdx.x;
   const uint16_t* src = table + size_t(ids[r]) * dim;
@@ -60,6 +61,7 @@ __device__ void store<uint16_t>(uint16_t* y, size_t i, float v) { y[i] = f32_to_
 template <typename Out>
 __global__ void __launch_bounds__(kRowThreads) rmsnorm_kernel(const float* x, const int32_t* gather,
                                                                 const float* weight, int dim, float eps, Out* y) {
+  let_next_grid_start();
   wait_for_previous_grid();
   const int r = blockIdx.x;
   const float* xr = x + size_t(gather ? gather[r] : r) * dim;
