@@ -1,6 +1,6 @@
 // Gated DeltaNet kernels: the causal conv (one thread per (row, channel), then one per (sequence, channel) for the
 // tail and its snapshots), the delta rule (a block per (sequence, value head, 32 state columns), four lanes per
-// column each holding every fourth state row, tokens in order) and the gated output norm (a warp per (row, head)).
+// column each holding a quarter of the state rows, tokens in order) and the gated output norm (a warp per (row, head)).
 #include <cmath>
 #include <string>
 
@@ -145,13 +145,26 @@ __device__ __forceinline__ float column_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-// R state rows per lane: key_dim ≤ 4R. Lane g of a column holds rows g, g + 4, g + 8, ...
+// R state rows per lane: key_dim ≤ 4R. Lane g of a column holds rows gR … gR + R − 1; shared memory keeps each
+// lane's rows of q and k contiguous with 4 floats of padding between lanes (zeros past key_dim), so a column's four
+// lanes read four 16-byte pieces in different banks with one vector load.
+template <int R>
+struct RecurrenceRows {
+  static constexpr int kStride = R + 4;                    // floats from one lane's rows to the next lane's
+  static constexpr int kRowFloats = kLanesPerColumn * kStride;  // one token's q (or k) in shared memory
+  __device__ static int at(int i) { return (i / R) * kStride + i % R; }
+};
+
 template <int R>
 __global__ void __launch_bounds__(kRecurrenceThreads)
     recurrence_kernel(const float* conv, const float* b, const float* a, int ab_stride, const float* a_log,
                       const float* dt_bias, Dims d, DeltaNetBatch batch, float* out) {
   wait_for_previous_grid();
-  __shared__ float qs[kTile][kMaxKeyDim], ks[kTile][kMaxKeyDim], betas[kTile], decays[kTile];
+  using Rows = RecurrenceRows<R>;
+  static_assert(R % 4 == 0, "rows come in float4 pieces");
+  __shared__ __align__(16) float qs[kTile][Rows::kRowFloats];
+  __shared__ __align__(16) float ks[kTile][Rows::kRowFloats];
+  __shared__ float betas[kTile], decays[kTile];
   __shared__ float vs[kTile][kColumnsPerBlock];  // the tile's values of this block's columns
   const DeltaNetSeq s = batch.seqs[blockIdx.z];
   const int h = blockIdx.y, kh = h / d.group;
@@ -162,9 +175,13 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
   float S[R];
 #pragma unroll
   for (int m = 0; m < R; ++m) {
-    const int i = g + kLanesPerColumn * m;
+    const int i = g * R + m;
     S[m] = !s.fresh && active && i < d.dk ? state[size_t(i) * d.dv + column] : 0.0f;
   }
+  // This lane's rows of token t's q or k as float4 pieces.
+  auto rows_of = [&](float (*x)[Rows::kRowFloats], int t) {
+    return reinterpret_cast<const float4*>(&x[t][g * Rows::kStride]);
+  };
   const float A = expf(a_log[h]), bias = dt_bias[h];
   int tap = s.first_tap;
   const int tap_end = s.first_tap + s.tap_count;
@@ -172,11 +189,11 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
     const int n = min(kTile, s.rows - base);
     __syncthreads();  // the previous tile's reads are done
     // The tile's normalised q and k (deltanet_normalize), values, β and decays, all loads issued together.
-    for (int e = threadIdx.x; e < n * d.dk; e += kRecurrenceThreads) {
-      const int t = e / d.dk, i = e % d.dk;
+    for (int e = threadIdx.x; e < n * kLanesPerColumn * R; e += kRecurrenceThreads) {
+      const int t = e / (kLanesPerColumn * R), i = e % (kLanesPerColumn * R);
       const float* row = conv + size_t(s.first_row + base + t) * d.C + size_t(kh) * d.dk;
-      qs[t][i] = row[i];
-      ks[t][i] = row[d.KC + i];
+      qs[t][Rows::at(i)] = i < d.dk ? row[i] : 0.0f;
+      ks[t][Rows::at(i)] = i < d.dk ? row[d.KC + i] : 0.0f;
     }
     for (int e = threadIdx.x; e < n * kColumnsPerBlock; e += kRecurrenceThreads) {
       const int t = e / kColumnsPerBlock, col = blockIdx.x * kColumnsPerBlock + e % kColumnsPerBlock;
@@ -190,21 +207,25 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
     }
     __syncthreads();
     // Token t's decayed state · k (`mem`) comes from the pass that finished token t − 1 when both are in this tile
-    // and no snapshot falls between them; each product and sum is the same either way.
+    // and no snapshot falls between them; each product and sum is the same either way. Rows past key_dim hold zero
+    // state and zero q and k, so they add exact zeros.
     float mem = 0.0f;
     bool mem_ready = false;
     for (int t = 0; t < n; ++t) {
       const size_t r = size_t(s.first_row + base + t);
       const float v = vs[t][threadIdx.x / kLanesPerColumn];
+      const float4* k4 = rows_of(ks, t);
       if (!mem_ready) {
         const float decay = decays[t];
         mem = 0.0f;
 #pragma unroll
-        for (int m = 0; m < R; ++m) {
-          const int i = g + kLanesPerColumn * m;
-          if (i < d.dk) {
-            S[m] *= decay;
-            mem = fmaf(S[m], ks[t][i], mem);
+        for (int m4 = 0; m4 < R / 4; ++m4) {
+          const float4 k = k4[m4];
+          const float kk[4] = {k.x, k.y, k.z, k.w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            S[4 * m4 + e] *= decay;
+            mem = fmaf(S[4 * m4 + e], kk[e], mem);
           }
         }
       }
@@ -212,16 +233,21 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
       const bool tap_here = tap < tap_end && batch.taps[tap].after_rows == base + t + 1;
       const bool fuse = t + 1 < n && !tap_here;
       const float next_decay = fuse ? decays[t + 1] : 0.0f;
+      const float4* q4 = rows_of(qs, t);
+      const float4* next4 = rows_of(ks, fuse ? t + 1 : t);
       float o = 0.0f, next_mem = 0.0f;
 #pragma unroll
-      for (int m = 0; m < R; ++m) {
-        const int i = g + kLanesPerColumn * m;
-        if (i < d.dk) {
-          S[m] = fmaf(ks[t][i], delta, S[m]);
-          o = fmaf(S[m], qs[t][i], o);
+      for (int m4 = 0; m4 < R / 4; ++m4) {
+        const float4 k = k4[m4], q = q4[m4], kn = next4[m4];
+        const float kk[4] = {k.x, k.y, k.z, k.w}, qq[4] = {q.x, q.y, q.z, q.w}, nn[4] = {kn.x, kn.y, kn.z, kn.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float& st = S[4 * m4 + e];
+          st = fmaf(kk[e], delta, st);
+          o = fmaf(st, qq[e], o);
           if (fuse) {
-            S[m] *= next_decay;
-            next_mem = fmaf(S[m], ks[t + 1][i], next_mem);
+            st *= next_decay;
+            next_mem = fmaf(st, nn[e], next_mem);
           }
         }
       }
@@ -233,7 +259,7 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
         float* copy = batch.snapshots + batch.taps[tap].dest + head_offset;
 #pragma unroll
         for (int m = 0; m < R; ++m) {
-          const int i = g + kLanesPerColumn * m;
+          const int i = g * R + m;
           if (active && i < d.dk) copy[size_t(i) * d.dv + column] = S[m];
         }
       }
@@ -241,7 +267,7 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
   }
 #pragma unroll
   for (int m = 0; m < R; ++m) {
-    const int i = g + kLanesPerColumn * m;
+    const int i = g * R + m;
     if (active && i < d.dk) state[size_t(i) * d.dv + column] = S[m];
   }
 }
