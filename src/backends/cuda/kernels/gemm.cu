@@ -18,7 +18,8 @@ namespace {
 
 using namespace gemm_detail;
 
-// The configurations. "wgmma rows T sS xC": up to T rows, S shared-memory stages, clusters of C CTAs per tile.
+// The configurations. "wgmma rows T sS xC": up to T rows, S shared-memory stages, clusters of C CTAs per tile;
+// "w128": tiles of 128 columns (two consumer warpgroups).
 using Launcher = void (*)(const uint16_t*, const uint16_t*, const GemmOut&, int, int, int, void*);
 struct Variant {
   Launcher launch;
@@ -37,6 +38,7 @@ constexpr Variant kVariants[] = {
     {launch_wgmma_rows<32, 8, 2>, "wgmma rows 32 s8 x2", true},                  // 8
     {launch_wgmma_rows<64, 8, 1>, "wgmma rows 64 s8", true},                     // 9: 33…64 rows
     {launch_wgmma_rows<64, 8, 2>, "wgmma rows 64 s8 x2", true},                  // 10
+    {launch_wgmma_rows<64, 8, 1, 2>, "wgmma rows 64 s8 w128", true},             // 11: 33…64 rows, many tiles
 };
 
 // The variant `gemm` runs for a shape: a pure function of (m, n, k).
@@ -49,7 +51,8 @@ int pick_variant(int m, int n, int k) {
   // 9…16 rows over many column tiles: the 32-row tile's smaller ring fits two CTAs on an SM, which streams faster.
   if (m <= 16) return split ? 6 : 7;
   if (m <= 32) return 7 + split;
-  if (m <= 64) return 9 + split;
+  // 33…64 rows over many column tiles: 128-column tiles read the rows from L2 half as often.
+  if (m <= 64) return tiles >= 256 ? 11 : 9 + split;
   return 2;
 }
 

@@ -6,6 +6,9 @@
 // slice of 1024 is summed from zero and added onto the running total in slice order, 16 consecutive k per
 // tensor-core step: the arithmetic of every element is that of the many-row wgmma kernel (gemm_wgmma.cuh).
 //
+// With CONS = 2 a CTA's tile is 128 columns: two consumer warpgroups each multiply their 64-column half of every
+// weight stage by the same rows, so the rows cross from L2 once per 128 columns.
+//
 // With SPLIT > 1 a cluster of SPLIT CTAs (on as many multiprocessors) shares one tile: CTA r takes the r-th run of
 // consecutive slices and keeps each slice's sum apart; CTA r − 1 hands it the total of the slices before its run
 // through distributed shared memory, it adds its slices onto that total in order and hands the result on. The sums
@@ -14,10 +17,11 @@
 
 namespace fs::cuda::kernels::gemm_detail {
 
-template <int TOK, int STAGES, int SPLIT>
+template <int TOK, int STAGES, int SPLIT, int CONS = 1>
 struct WgmmaRows {
-  static constexpr int kCols = 64, kStepK = 64, kStages = STAGES;
-  static constexpr int kThreads = 256;  // warpgroup 0: one producer thread; warpgroup 1 consumes
+  static constexpr int kCols = 64 * CONS, kStepK = 64, kStages = STAGES;
+  static constexpr int kThreads = 128 * (1 + CONS);  // warpgroup 0: one producer thread; the others consume
+  static constexpr uint32_t kHalfBytes = 64 * kStepK * 2;  // one consumer's 64 weight rows of a stage
   static constexpr int kStepsPerSlice = kSliceBlocks * 32 / kStepK;
   static constexpr int kMaxRunSlices = 16;  // slices one CTA of a split cluster holds apart
   static constexpr uint32_t kWeightBytes = kCols * kStepK * 2;
@@ -28,18 +32,19 @@ struct WgmmaRows {
       size_t(kStages) * kStageBytes + kHandOffBytes + (2 * kStages + 1) * sizeof(uint64_t) + 1024;
   static_assert(TOK == 8 || TOK == 16 || TOK == 32 || TOK == 64, "row tiles of 8, 16, 32 or 64");
   static_assert(kStageBytes % 1024 == 0, "swizzled tiles stay 1024-byte aligned");
+  static_assert(CONS == 1 || (CONS == 2 && SPLIT == 1), "two consumers only without a split");
 
   __host__ __device__ static int slices(int k) { return (k + kSliceBlocks * 32 - 1) / (kSliceBlocks * 32); }
   // The slices [run_begin(r), run_begin(r + 1)) of cluster CTA r.
   __host__ __device__ static int run_begin(int slices, int r) { return slices * r / SPLIT; }
 };
 
-template <int TOK, int STAGES, int SPLIT>
-__global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(256, 1)
+template <int TOK, int STAGES, int SPLIT, int CONS>
+__global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(128 * (1 + CONS), 1)
     wgmma_rows_kernel(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_x,
                       GemmOut out, int M, int N, int K) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using W = WgmmaRows<TOK, STAGES, SPLIT>;
+  using W = WgmmaRows<TOK, STAGES, SPLIT, CONS>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - ptx::smem_addr(smem_raw) % 1024) % 1024);
   float* hand_off = reinterpret_cast<float*>(smem + W::kStages * W::kStageBytes);
@@ -58,7 +63,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(256, 1)
     hopper::prefetch_tensor_map(&map_x);
     for (int s = 0; s < W::kStages; ++s) {
       hopper::mbar_init(&full[s], 1);
-      hopper::mbar_init(&empty[s], 4);  // lane 0 of each consumer warp
+      hopper::mbar_init(&empty[s], 4 * CONS);  // lane 0 of each consumer warp
     }
     hopper::mbar_init(handed, 128);  // every thread of the previous CTA's consumer warpgroup
     hopper::mbar_init_fence();
@@ -97,7 +102,8 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(256, 1)
   }
 
   wait_for_previous_grid();  // `y` may be read (accumulate) and is written after earlier kernels
-  const int consumer = threadIdx.x - 128, warp = consumer / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int consumer = threadIdx.x - 128, half = consumer / 128, warp = (consumer / 32) % 4, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
   int stage = 0;
   uint32_t phase = 0, handed_phase = 0;
   float acc[W::kFrag], total[W::kFrag];
@@ -112,7 +118,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(256, 1)
     for (int step = step_begin; step < step_end; ++step) {
       hopper::mbar_wait(&full[stage], phase);
       const uint8_t* st = smem + stage * W::kStageBytes;
-      const uint64_t a = hopper::smem_desc_sw128(st);
+      const uint64_t a = hopper::smem_desc_sw128(st + half * W::kHalfBytes);
       const uint64_t b = hopper::smem_desc_sw128(st + W::kWeightBytes);
       wgmma_k64_step(acc, a, b, step % W::kStepsPerSlice == 0);
       if ((step + 1) % W::kStepsPerSlice == 0 || step == steps - 1) {
@@ -157,7 +163,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(256, 1)
     // Element (column c of the tile, row r): D[c][r], so the tile's columns are wgmma's rows.
     if (out.act) {
       // Warp w's 16 columns are one gate/up block: lane g holds gate (e < 2) and up (e ≥ 2) of one feature.
-      const int ffn = N / 2, f = tile * (W::kCols / 2) + warp * 8 + g;
+      const int ffn = N / 2, f = tile * (W::kCols / 2) + half * 32 + warp * 8 + g;
 #pragma unroll
       for (int j = 0; j < TOK / 8; ++j)
 #pragma unroll
@@ -167,7 +173,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(256, 1)
         }
       continue;
     }
-    const int col0 = tile * W::kCols + warp * 16 + g;
+    const int col0 = tile * W::kCols + half * 64 + warp * 16 + g;
 #pragma unroll
     for (int j = 0; j < TOK / 8; ++j)
 #pragma unroll
@@ -181,20 +187,20 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(256, 1)
 #endif
 }
 
-template <int TOK, int STAGES, int SPLIT>
+template <int TOK, int STAGES, int SPLIT, int CONS = 1>
 void launch_wgmma_rows(const uint16_t* x, const uint16_t* w, const GemmOut& out, int m, int n, int k, void* stream) {
   if (k == 0) return launch_tiled<4, 4, 2, 4, 2, 3>(x, w, out, m, n, k, stream);
-  using W = WgmmaRows<TOK, STAGES, SPLIT>;
+  using W = WgmmaRows<TOK, STAGES, SPLIT, CONS>;
   // A cluster CTA holds at most kMaxRunSlices slices apart: longer k goes to the unsplit kernel.
   if (SPLIT > 1 && W::slices(k) > SPLIT * W::kMaxRunSlices)
     return launch_wgmma_rows<TOK, STAGES, 1>(x, w, out, m, n, k, stream);
   // More rows than a tile holds (tests, benchmarks): tiles of TOK rows one after another, each row's bits unchanged.
   if (m > TOK) {
-    launch_wgmma_rows<TOK, STAGES, SPLIT>(x, w, out, TOK, n, k, stream);
-    return launch_wgmma_rows<TOK, STAGES, SPLIT>(x + size_t(TOK) * k, w, out.after_rows(TOK, n), m - TOK, n, k,
-                                                 stream);
+    launch_wgmma_rows<TOK, STAGES, SPLIT, CONS>(x, w, out, TOK, n, k, stream);
+    return launch_wgmma_rows<TOK, STAGES, SPLIT, CONS>(x + size_t(TOK) * k, w, out.after_rows(TOK, n), m - TOK, n, k,
+                                                       stream);
   }
-  auto kernel = wgmma_rows_kernel<TOK, STAGES, SPLIT>;
+  auto kernel = wgmma_rows_kernel<TOK, STAGES, SPLIT, CONS>;
   allow_shared_memory_once(kernel, unsigned(W::kSmemBytes), "gemm wgmma rows", true);
   // One tile per cluster when split (the hand-off barrier counts one tile); persistent CTAs otherwise.
   const int tiles = (n + W::kCols - 1) / W::kCols, per_sm = int(228 * 1024 / (W::kSmemBytes + 1024));
