@@ -150,7 +150,7 @@ __device__ __forceinline__ float column_sum(float v) {
 // lanes read four 16-byte pieces in different banks with one vector load.
 template <int R>
 struct RecurrenceRows {
-  static constexpr int kStride = R + 4;                    // floats from one lane's rows to the next lane's
+  static constexpr int kStride = R + 4;                         // floats from one lane's rows to the next lane's
   static constexpr int kRowFloats = kLanesPerColumn * kStride;  // one token's q (or k) in shared memory
   __device__ static int at(int i) { return (i / R) * kStride + i % R; }
 };
