@@ -56,7 +56,6 @@ __global__ void gated_qkv_rope_store_kernel(const float* qkv, HeadShape shape, i
   }
 }
 
-
 }  // namespace
 
 void gated_qkv_rope_store(const float* qkv, int rows, HeadShape shape, int rotary_dim, const float* q_norm,
