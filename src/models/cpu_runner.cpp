@@ -190,14 +190,6 @@ class CpuRunner final : public Model {
     cpu::matmul(attn.data(), T, w.wo, nullptr, out);
   }
 
-  // SwiGLU MLP: gate and up in one split over the pool.
-  static void mlp(const SwiGluMlpWeights& w, const float* x, int T, float* gate, float* up, float* out) {
-    const cpu::MatmulOut gate_up[] = {{&w.gate, nullptr, gate}, {&w.up, nullptr, up}};
-    cpu::matmuls(x, T, gate_up);
-    cpu::swiglu(gate, up, size_t(T) * size_t(w.gate.rows), gate);
-    cpu::matmul(gate, T, w.down, nullptr, out);
-  }
-
   // The rows of each chunk through one DeltaNet layer, each sequence in its own state slot.
   void deltanet(const DeltaNetStep& s, const DeltaNetWeights& w, const float* xn, int T, const ForwardRows& r,
                 std::span<const SequenceChunk> chunks, KvPool& pool, float* out) {
@@ -246,7 +238,7 @@ class CpuRunner final : public Model {
       }
       add_residual(x, mixed);
       cpu::rmsnorm(x.data(), L.mlp_norm.data(), T, H, eps, xn.data());
-      mlp(L.mlp, xn.data(), T, gate.data(), up.data(), mixed.data());
+      swiglu_mlp(L.mlp, xn.data(), T, gate.data(), up.data(), mixed.data());
       add_residual(x, mixed);
       if (states && li + 1 < layers_.size()) states->insert(states->end(), x.begin(), x.end());
     }

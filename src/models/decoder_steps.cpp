@@ -33,8 +33,8 @@ void embed_rows(const WeightMatrix& embed, const ForwardRows& rows, int hidden, 
 }
 
 void swiglu_mlp(const SwiGluMlpWeights& w, const float* x, int T, float* gate_buf, float* up_buf, float* out) {
-  cpu::matmul(x, T, w.gate, nullptr, gate_buf);
-  cpu::matmul(x, T, w.up, nullptr, up_buf);
+  const cpu::MatmulOut gate_up[] = {{&w.gate, nullptr, gate_buf}, {&w.up, nullptr, up_buf}};
+  cpu::matmuls(x, T, gate_up);  // gate and up in one split over the pool
   cpu::swiglu(gate_buf, up_buf, size_t(T) * size_t(w.gate.rows), gate_buf);
   cpu::matmul(gate_buf, T, w.down, nullptr, out);
 }
