@@ -42,6 +42,12 @@ __device__ __forceinline__ void copy16(void* smem, const void* gmem, bool valid)
                "r"(valid ? 16 : 0)
                : "memory");
 }
+// 4-byte global → shared copy (through L1), zero-filled when !valid.
+__device__ __forceinline__ void copy4(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
+               "r"(valid ? 4 : 0)
+               : "memory");
+}
 __device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void copy_wait() {
