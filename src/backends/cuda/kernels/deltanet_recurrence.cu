@@ -150,9 +150,9 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
   // state and zero q and k, so they add exact zeros.
   float mem[kC];
   bool mem_ready = false;
-  // This lane's rows of a token's q or k in shared memory, into registers.
-  auto load_rows = [&](const float* row, float (&dst)[R]) {
-    const float4* p = reinterpret_cast<const float4*>(row + g * Rows::kStride);
+  // This lane's rows of a token's q or k in shared memory (`rows`: this lane's first), into registers.
+  auto load_rows = [&](const float* rows, float (&dst)[R]) {
+    const float4* p = reinterpret_cast<const float4*>(rows);
 #pragma unroll
     for (int m4 = 0; m4 < R / 4; ++m4) {
       const float4 v = p[m4];
@@ -168,12 +168,17 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
                              min(TILE, s.rows - base - TILE), h, column0);
     ptx::copy_commit();
     const Tile& tile = smem.tiles[buf];
+    // This thread's places in the tile at token 0 (token t's are t rows further), found once per tile.
+    const float* q_rows = &tile.q[0][g * Rows::kStride];
+    const float* k_rows = &tile.k[0][g * Rows::kStride];
+    const float* values = &tile.v[0][slot];
+    float* terms = &smem.partial[0][0][threadIdx.x];
     // Lane t of each warp: token t's β and decay.
     const float beta_at = lane < n ? sigmoid(tile.b[lane]) : 0.0f;
     const float decay_at = lane < n ? expf(-A * softplus(tile.a[lane] + bias)) : 0.0f;
     for (int t = 0; t < n; ++t) {
       float k[R];
-      load_rows(tile.k[t], k);
+      load_rows(k_rows + t * Rows::kRowFloats, k);
       const float beta = __shfl_sync(0xffffffffu, beta_at, t);
       const float decay = __shfl_sync(0xffffffffu, decay_at, t);
       const float next_decay = __shfl_sync(0xffffffffu, decay_at, t + 1);
@@ -191,20 +196,20 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
       float delta[kC], o[kC];
 #pragma unroll
       for (int c = 0; c < kC; ++c) {
-        delta[c] = (tile.v[t][slot + c * kColumnStride] - column_sum(mem[c])) * beta;
+        delta[c] = (values[t * kColumnsPerBlock + c * kColumnStride] - column_sum(mem[c])) * beta;
         o[c] = 0.0f;
       }
       const bool tap_here = tap_row == base + t + 1;
       mem_ready = t + 1 < n && !tap_here;
       float q[R];
-      load_rows(tile.q[t], q);
+      load_rows(q_rows + t * Rows::kRowFloats, q);
 #pragma unroll
       for (int m = 0; m < R; ++m)
 #pragma unroll
         for (int c = 0; c < kC; ++c) S[c][m] = fmaf(k[m], delta[c], S[c][m]);
       if (mem_ready) {  // this token's output, then the next token's decay and state · k
         float next_k[R], next[kC];
-        load_rows(tile.k[t + 1], next_k);
+        load_rows(k_rows + (t + 1) * Rows::kRowFloats, next_k);
 #pragma unroll
         for (int c = 0; c < kC; ++c) next[c] = 0.0f;
         // Row m's output term and decay go beside row m − 1's next-token term, so no product waits on the one
@@ -227,7 +232,7 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
           for (int c = 0; c < kC; ++c) o[c] = fmaf(S[c][m], q[m], o[c]);
       }
 #pragma unroll
-      for (int c = 0; c < kC; ++c) smem.partial[t][c][threadIdx.x] = o[c];
+      for (int c = 0; c < kC; ++c) terms[(t * kC + c) * kRecurrenceThreads] = o[c];
       for (; tap_row == base + t + 1; tap_row = tap < tap_end ? batch.taps[tap].after_rows : -1) {
         float* copy = batch.snapshots + batch.taps[tap++].dest + head_offset;
 #pragma unroll
