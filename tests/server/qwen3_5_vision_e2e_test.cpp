@@ -1,10 +1,13 @@
 // tiny-qwen3.5-vl served with --vision on the CPU over real HTTP: the reference image prompts (data: URIs) give the
-// reference greedy ids, the tower runs once per image (/metrics), text-only replies equal those of a server without
-// the image path, and video parts and images over the admitted size are 400s naming why.
+// reference greedy ids, the tower runs once per image (/metrics), a repeated image resumes from the prompt cache's
+// state snapshot with the fresh reply's bits while another image of the same grid does not, text-only replies equal
+// those of a server without the image path, and video parts and images over the admitted size are 400s naming why.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <cstring>
+#include <span>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -14,6 +17,7 @@
 #include "support/fixtures.h"
 #include "support/media.h"
 #include "support/server_process.h"
+#include "vision/image.h"
 #include "vision/vision_encoder.h"
 
 namespace fs::test {
@@ -111,6 +115,47 @@ TEST_F(Qwen35VisionE2E, ReferencePromptsGiveTheReferenceGreedyIdsAndTheTowerRuns
   auto [status, reply] = post_chat(server, {{"messages", msgs}, {"max_tokens", 2}});
   ASSERT_EQ(status, 200) << reply.dump();
   EXPECT_EQ(images_encoded(server), before + 2);
+}
+
+TEST_F(Qwen35VisionE2E, ARepeatedImageResumesFromItsStateSnapshotAndAnotherImageOfTheSameGridDoesNot) {
+  ServerProcess server({model_, "--vision", "--device", "cpu", "--context", "1024", "--parallel", "2"});
+  ASSERT_TRUE(server.ready()) << server.stderr_text();
+  const json& prompt = cases_["prompts"][0];
+  ASSERT_EQ(prompt["messages"][0]["content"][0]["type"], "image");
+  const int32_t pad = read_json_file(std::filesystem::path(model_) / "config.json")["image_token_id"];
+  const auto ids = prompt["ids"].get<std::vector<int32_t>>();
+  const int first_pad = int(std::find(ids.begin(), ids.end(), pad) - ids.begin());
+  ASSERT_LT(first_pad, int(ids.size()));
+  // The prompt's image with its top half inverted: the same size, so the same grid and pad count, other pixels.
+  const std::string png = read_file(shared_ / "images" / prompt["messages"][0]["content"][0]["image"].get<std::string>());
+  vision::RgbImage other = vision::decode_image(std::span(reinterpret_cast<const uint8_t*>(png.data()), png.size()));
+  for (size_t i = 0; i < other.pixels.size() / 2; ++i) other.pixels[i] = uint8_t(255 - other.pixels[i]);
+  const std::string other_png = encode_png_rgb(other.width, other.height, other.pixels);
+  ASSERT_FALSE(other_png.empty());
+
+  auto ask = [&](const std::string& image) {
+    json msgs = messages_of(prompt);
+    msgs[0]["content"][0]["image_url"]["url"] = data_uri(image, "image/png");
+    json body = greedy_body(msgs, 4);
+    body["top_logprobs"] = 3;
+    auto [status, reply] = post_chat(server, body);
+    EXPECT_EQ(status, 200) << reply.dump();
+    EXPECT_EQ(reply["usage"]["prompt_tokens"], ids.size());
+    return reply;
+  };
+  auto cached = [](const json& reply) { return reply["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(); };
+  auto logprobs = [](const json& reply) { return reply["choices"][0]["logprobs"].dump(); };
+  const json first = ask(png);
+  EXPECT_EQ(cached(first), 0);
+  const json again = ask(png);
+  EXPECT_GT(cached(again), first_pad) << "the same image resumes past the start of its pads";
+  EXPECT_EQ(logprobs(again), logprobs(first)) << "resumed == fresh";
+  const json other_first = ask(other_png);
+  EXPECT_LE(cached(other_first), first_pad) << "another image must not reuse the first image's state";
+  EXPECT_NE(logprobs(other_first), logprobs(first)) << "the image's pixels reach the reply";
+  const json other_again = ask(other_png);
+  EXPECT_GT(cached(other_again), first_pad);
+  EXPECT_EQ(logprobs(other_again), logprobs(other_first));
 }
 
 TEST_F(Qwen35VisionE2E, TextOnlyRepliesEqualTheServerWithoutTheImagePath) {
