@@ -79,21 +79,24 @@ void gemm_rates(const std::vector<int>& rows, double bw) {
     const char* name;
     int n, k;
   };
-  // gate_up27: Qwen3.5-27B's gate|up (ffn 17408, hidden 5120); both gate|up shapes also run with the SwiGLU epilogue.
-  const Shape shapes[] = {{"qkv", 6144, 4096},   {"o", 4096, 4096},         {"gate_up", 28672, 4096},
-                          {"down", 4096, 14336}, {"lm_head", 128256, 4096}, {"gate_up27", 34816, 5120}};
+  // *27: Qwen3.5-27B's DeltaNet qkv|z|b|a and out, gate|up and down (hidden 5120, ffn 17408); both gate|up shapes also
+  // run with the SwiGLU epilogue.
+  const Shape shapes[] = {{"qkv", 6144, 4096},        {"o", 4096, 4096},        {"gate_up", 28672, 4096},
+                          {"down", 4096, 14336},      {"lm_head", 128256, 4096}, {"in27", 16480, 5120},
+                          {"out27", 5120, 6144},      {"gate_up27", 34816, 5120}, {"down27", 5120, 17408}};
+  const int max_k = 17408;  // the longest k of the shapes
   const int copies = 4, max_m = std::max(2048, *std::max_element(rows.begin(), rows.end()));
   const size_t wbytes = size_t{128256} * 4096 * 2;
-  cuda::DeviceArena arena(copies * wbytes + size_t(max_m) * 14336 * 2 + size_t(max_m) * 128256 * 4 + 65536,
+  cuda::DeviceArena arena(copies * wbytes + size_t(max_m) * max_k * 2 + size_t(max_m) * 128256 * 4 + 65536,
                           "gemm benchmark");
   std::vector<cuda::DeviceSpan> w;
   for (int i = 0; i < copies; ++i) {
     w.push_back(arena.allocate(wbytes, "weights"));
     FS_CU(memset_d8_async, w.back().ptr, 0x3c + i, wbytes, stream.handle());
   }
-  auto x = arena.allocate(size_t(max_m) * 14336 * 2, "inputs");
+  auto x = arena.allocate(size_t(max_m) * max_k * 2, "inputs");
   auto y = arena.allocate(size_t(max_m) * 128256 * 4, "outputs");
-  FS_CU(memset_d8_async, x.ptr, 0x3b, size_t(max_m) * 14336 * 2, stream.handle());
+  FS_CU(memset_d8_async, x.ptr, 0x3b, size_t(max_m) * max_k * 2, stream.handle());
   auto ptr = [](const cuda::DeviceSpan& s) { return reinterpret_cast<uint16_t*>(s.ptr); };
   GemmPeer peer;
   std::vector<cuda::CUdeviceptr> weights;
@@ -135,7 +138,9 @@ void gemm_rates(const std::vector<int>& rows, double bw) {
           if (v < 0) cuda::kernels::gemm(ptr(x), ptr(w[i % copies]), nullptr, out, m, s.n, s.k, false, st);
           else cuda::kernels::gemm_variant(v, ptr(x), ptr(w[i % copies]), nullptr, out, m, s.n, s.k, false, st);
         });
-        print(s, m, sec, peer_sec, v < 0 ? "default" : std::to_string(v) + " " + name);
+        const int picked = cuda::kernels::gemm_picked_variant(m, s.n, s.k);
+        print(s, m, sec, peer_sec,
+              v < 0 ? "default (" + std::to_string(picked) + ")" : std::to_string(v) + " " + name);
       }
       if (std::string_view(s.name).starts_with("gate_up")) {
         const double sec = mean_seconds(m, [&](int i) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "backends/cpu/ops.h"
 #include "backends/cuda/kernels/ops.h"
@@ -150,6 +151,19 @@ TEST(CudaKernels, GemmTileVariantsGiveTheSameBits) {
       else EXPECT_EQ("", bit_difference(got.data(), other_bits.data(), got.size()));
     }
   }
+}
+
+// `gemm` runs the weights-as-A kernels for 1…64 rows and the x-as-A kernel above, always one with gemm's bits.
+TEST(CudaKernels, GemmPicksTheRowsKernelsUpTo64Rows) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  for (auto [n, k] : {std::array{6144, 4096}, {4096, 14336}, {5120, 17408}, {34816, 5120}, {128256, 4096}})
+    for (int m : {1, 8, 9, 16, 17, 32, 33, 64, 65, 2048}) {
+      const int v = k::gemm_picked_variant(m, n, k);
+      SCOPED_TRACE("m " + std::to_string(m) + " n " + std::to_string(n) + ": " + k::gemm_variant_name(v));
+      EXPECT_EQ(std::string_view(k::gemm_variant_name(v)).starts_with("wgmma rows"), m <= 64);
+      EXPECT_TRUE(k::gemm_variant_has_gemm_bits(v));
+    }
 }
 
 // The gate|up GEMM with its SwiGLU epilogue == gemm, then swiglu, bit for bit, for every variant with gemm's bits.

@@ -13,6 +13,8 @@
 // consecutive slices and keeps each slice's sum apart; CTA r − 1 hands it the total of the slices before its run
 // through distributed shared memory, it adds its slices onto that total in order and hands the result on. The sums
 // and their order are those of one CTA taking every slice.
+#include <algorithm>
+
 #include "backends/cuda/kernels/gemm_wgmma.cuh"
 
 namespace fs::cuda::kernels::gemm_detail {
@@ -27,14 +29,17 @@ struct WgmmaRows {
   static constexpr uint32_t kWeightBytes = kCols * kStepK * 2;
   static constexpr uint32_t kStageBytes = kWeightBytes + TOK * kStepK * 2;
   static constexpr int kFrag = TOK / 2;  // accumulator floats per consumer thread
-  static constexpr size_t kHandOffBytes = SPLIT > 1 ? size_t(kFrag) * 128 * sizeof(float) : 0;
+  static constexpr int kConsumers = 128 * CONS;  // consumer threads
+  static constexpr size_t kHandOffBytes = SPLIT > 1 ? size_t(kFrag) * kConsumers * sizeof(float) : 0;
   static constexpr size_t kSmemBytes =
       size_t(kStages) * kStageBytes + kHandOffBytes + (2 * kStages + 1) * sizeof(uint64_t) + 1024;
   static_assert(TOK == 8 || TOK == 16 || TOK == 32 || TOK == 64, "row tiles of 8, 16, 32 or 64");
   static_assert(kStageBytes % 1024 == 0, "swizzled tiles stay 1024-byte aligned");
-  static_assert(CONS == 1 || (CONS == 2 && SPLIT == 1), "two consumers only without a split");
+  static_assert(CONS == 1 || CONS == 2, "one or two consumer warpgroups");
 
   __host__ __device__ static int slices(int k) { return (k + kSliceBlocks * 32 - 1) / (kSliceBlocks * 32); }
+  // CTAs that fit one multiprocessor's shared memory at once.
+  static int per_multiprocessor() { return std::max(1, int(228 * 1024 / (kSmemBytes + 1024))); }
   // The slices [run_begin(r), run_begin(r + 1)) of cluster CTA r.
   __host__ __device__ static int run_begin(int slices, int r) { return slices * r / SPLIT; }
 };
@@ -65,7 +70,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(128 * (1 + CONS)
       hopper::mbar_init(&full[s], 1);
       hopper::mbar_init(&empty[s], 4 * CONS);  // lane 0 of each consumer warp
     }
-    hopper::mbar_init(handed, 128);  // every thread of the previous CTA's consumer warpgroup
+    hopper::mbar_init(handed, W::kConsumers);  // every consumer thread of the previous CTA
     hopper::mbar_init_fence();
   }
   if constexpr (SPLIT > 1) hopper::cluster_sync();  // barriers exist before another CTA arrives on them
@@ -147,7 +152,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(128 * (1 + CONS)
         hopper::mbar_wait_cluster(handed, handed_phase);
         handed_phase ^= 1;
 #pragma unroll
-        for (int i = 0; i < W::kFrag; ++i) total[i] = hand_off[i * 128 + consumer];
+        for (int i = 0; i < W::kFrag; ++i) total[i] = hand_off[i * W::kConsumers + consumer];
         for (int h = 0; h < held; ++h)
 #pragma unroll
           for (int i = 0; i < W::kFrag; ++i) total[i] += run[h][i];
@@ -155,7 +160,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(128 * (1 + CONS)
       if (rank < SPLIT - 1) {
 #pragma unroll
         for (int i = 0; i < W::kFrag; ++i)
-          hopper::cluster_store(hopper::cluster_address(&hand_off[i * 128 + consumer], rank + 1), total[i]);
+          hopper::cluster_store(hopper::cluster_address(&hand_off[i * W::kConsumers + consumer], rank + 1), total[i]);
         hopper::cluster_arrive(hopper::cluster_address(handed, rank + 1));
         continue;
       }
@@ -203,8 +208,8 @@ void launch_wgmma_rows(const uint16_t* x, const uint16_t* w, const GemmOut& out,
   auto kernel = wgmma_rows_kernel<TOK, STAGES, SPLIT, CONS>;
   allow_shared_memory_once(kernel, unsigned(W::kSmemBytes), "gemm wgmma rows", true);
   // One tile per cluster when split (the hand-off barrier counts one tile); persistent CTAs otherwise.
-  const int tiles = (n + W::kCols - 1) / W::kCols, per_sm = int(228 * 1024 / (W::kSmemBytes + 1024));
-  const int most = multiprocessor_count("the wgmma GEMM") * (per_sm > 0 ? per_sm : 1);
+  const int tiles = (n + W::kCols - 1) / W::kCols;
+  const int most = multiprocessor_count("the wgmma GEMM") * W::per_multiprocessor();
   const int ctas = SPLIT > 1 ? tiles * SPLIT : (tiles < most ? tiles : most);
   launch_overlapping_kernel("gemm wgmma rows", kernel, dim3(ctas), dim3(W::kThreads), unsigned(W::kSmemBytes), stream,
                             weight_tensor_map(w, n, k, W::kCols, out), wgmma_tensor_map(x, m, k, TOK), out, m, n,

@@ -82,7 +82,7 @@ void swiglu(const float* gu, int rows, int ffn, uint16_t* out, void* stream);
 // y[m, n] (=|+=) Σ_k x[m, k]·w[n, k] (+ bias[n]); x, w bf16 row-major, y f32. Every element is the sum, in order,
 // of the partial sums of fixed k slices of 1024 (each slice's tensor-core steps of 16 in increasing order), whatever
 // m is.
-// k must be a multiple of 8 and x, w 16-byte aligned. The launch depends on (m, n, k) only.
+// k must be a multiple of 8 and x, w 16-byte aligned. The launch depends on (m, n, k) and the multiprocessor count.
 void gemm(const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k, bool accumulate,
           void* stream);
 
@@ -93,6 +93,7 @@ void gemm(const uint16_t* x, const uint16_t* w, const float* bias, float* y, int
 int gemm_variants();
 const char* gemm_variant_name(int variant);
 bool gemm_variant_has_gemm_bits(int variant);
+int gemm_picked_variant(int m, int n, int k);  // the variant `gemm` runs for the shape
 void gemm_variant(int variant, const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k,
                   bool accumulate, void* stream);
 
