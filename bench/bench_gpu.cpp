@@ -19,7 +19,6 @@
 #include <random>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "bench_main.h"
@@ -44,6 +43,7 @@
 #include "backends/cuda/kernels/tensor_parallel_model.h"
 #include "backends/cuda/kernels/ops.h"
 #include "gemm_peer.h"
+#include "synthetic_preset.h"
 
 namespace fs {
 namespace {
@@ -359,29 +359,6 @@ void report_tensor_parallel_limit(const TensorParallelRun& run) {
               "messages of %zu f32, graph); %.2fx the limit\n",
               run.ranks, tp_ms, limit_ms, tp1_ms, run.ranks, all_reduce_ms, plan.messages, plan.floats,
               tp_ms / limit_ms);
-}
-
-// The preset's text model (with `layers` layers when > 0; a tower is not made) and, per tensor name, the spread
-// make-checkpoint gives it.
-struct Synthetic {
-  ModelConfig config;
-  cuda::SyntheticSpread spread;
-};
-
-Synthetic synthetic_preset(const std::string& name, int layers) {
-  nlohmann::json preset = preset_config(name);
-  ConfigOverrides o;
-  o.layers = layers;
-  apply_overrides(preset, o);
-  preset.erase("vision_config");
-  auto spreads = std::make_shared<std::unordered_map<std::string, std::pair<float, float>>>();
-  for (const auto& t : checkpoint_tensor_specs(preset)) (*spreads)[t.name] = {t.scale, t.offset};
-  auto spread = [spreads, name](const std::string& tensor) {
-    auto it = spreads->find(tensor);
-    if (it == spreads->end()) throw Error("preset " + name + " has no tensor " + tensor);
-    return it->second;
-  };
-  return {parse_model_config(preset, "preset " + name), spread};
 }
 
 // One engine run of N greedy streams: the decode rate once every stream has its first token (tokens after that

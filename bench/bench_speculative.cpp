@@ -1,6 +1,7 @@
-// Speculative decoding: fortune-demo (on --device, cpu by default) alone, with the fortune-draft model (always on the
-// CPU, on ModelDrafter's int8 weights and, as chains, on its own bf16 ones) and with n-gram drafting, each as chains
-// and as trees (--draft-tree W), for 1 and 4 streams in one run; tok/s,
+// Speculative decoding: fortune-demo (on --device, cpu by default) alone, with the fortune-draft model (on the same
+// device: on the CPU on ModelDrafter's int8 weights and, as chains, on its own bf16 ones) and with n-gram drafting,
+// each as chains and as trees (--draft-tree W), for 1 and 4 streams in one run; --prompt-file FILE replaces the
+// reference prompts with that file's text (for example repetitive code, where n-grams find their matches); tok/s,
 // acceptance, the ratio to undrafted, and the token_sha256 of every configuration's replies (equal when drafting
 // changes no bit). Prints figures; never a test.
 #include <algorithm>
@@ -100,7 +101,7 @@ int bench(int argc, char** argv) {
   std::vector<std::string> argv_s(argv + 1, argv + argc);
   const std::string shared = std::string(FOLDSERVE_SOURCE_DIR) + "/../shared";
   fs::cli::Args args(argv_s, {"model", "drafter", "cases", "max-tokens", "draft-tokens", "draft-tree", "draft-round-rows", "threads", "reps",
-                        "device", "streams", "kinds"}, {});
+                        "device", "streams", "kinds", "prompt-file"}, {});
   if (auto t = args.get("threads")) setenv("FOLDSERVE_THREADS", t->c_str(), 1);
   const std::string device = args.get_or("device", "cpu");
   auto target = fs::load_model(args.get_or("model", shared + "/models/fortune-demo"), {}, device);
@@ -110,8 +111,13 @@ int bench(int argc, char** argv) {
   const int w = int(args.get_int("draft-tree", 2));
   const int round_rows = int(args.get_int("draft-round-rows", target->model->cheap_round_rows()));
   std::vector<std::vector<int32_t>> prompts;
-  const auto cases = fs::read_json_file(args.get_or("cases", shared + "/reference/fortune-demo/cases.json"));
-  for (const auto& c : cases["cases"]) prompts.push_back(c["ids"].get<std::vector<int32_t>>());
+  if (auto file = args.get("prompt-file")) {
+    prompts = {target->tokenizer->encode(fs::read_file(*file), true)};
+    std::printf("prompt: %s, %zu tokens\n", file->c_str(), prompts[0].size());
+  } else {
+    const auto cases = fs::read_json_file(args.get_or("cases", shared + "/reference/fortune-demo/cases.json"));
+    for (const auto& c : cases["cases"]) prompts.push_back(c["ids"].get<std::vector<int32_t>>());
+  }
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
   std::printf("load average %.2f %.2f %.2f\n", load[0], load[1], load[2]);
@@ -121,8 +127,8 @@ int bench(int argc, char** argv) {
               k, w, round_rows,
               target->model->supports_row_parents() ? "" : " (the target has no row parents: trees run as chains)");
   const int reps = int(args.get_int("reps", 5));
-  auto draft_model = fs::load_model(drafter_dir, {}, "cpu");
-  fs::quantize_for_drafting(*draft_model->model);  // as ModelDrafter runs it
+  auto draft_model = fs::load_model(drafter_dir, {}, device);
+  fs::quantize_for_drafting(*draft_model->model);  // as ModelDrafter runs it (the CPU only)
   // Forward costs, each the best of rounds that take every size in turn.
   std::vector<std::pair<fs::Model*, int>> windows{{draft_model->model.get(), 1}};
   for (int rows : {1, 2, 3, 4, 5, 8, 16, 1 + 2 * k, 1 + 3 * k}) windows.push_back({target->model.get(), rows});
@@ -158,7 +164,7 @@ int bench(int argc, char** argv) {
         const Kind& kind = kinds[c];
         std::shared_ptr<fs::Drafter> drafter;
         if (kind.bf16) {
-          auto m = fs::load_model(kind.drafter, {}, "cpu");
+          auto m = fs::load_model(kind.drafter, {}, device);
           drafter = std::make_shared<fs::ModelDrafter>(std::move(m->model), m->name, streams * 65, false);
         } else if (!kind.drafter.empty()) {
           drafter = fs::load_drafter(kind.drafter, *target, streams, 1024);

@@ -43,13 +43,18 @@ void check_same_tokenizer(const LoadedModel& target, const LoadedModel& drafter)
 
 std::shared_ptr<Drafter> load_drafter(const std::string& spec, const LoadedModel& target, int streams, int context) {
   if (spec == "ngram") return std::make_shared<NgramDrafter>();
-  auto draft = load_model(spec, {}, "cpu");
+  const std::string device = target.model->device_name();
+  auto draft = load_model(spec, {}, device);
   check_same_tokenizer(target, *draft);
   const int pages = streams * ((context + 15) / 16) + streams;
-  std::fprintf(stderr, "drafter: %s on the cpu (%.1f MiB of weights, %d K/V pages)\n", draft->name.c_str(),
-               double(draft->model->weight_bytes()) / double(1 << 20), pages);
+  const size_t kv_bytes = size_t(pages) * draft->model->kv_page_bytes(16);
+  std::fprintf(stderr, "drafter: %s on the %s (%.1f MiB of weights, %d K/V pages, %.1f MiB)\n", draft->name.c_str(),
+               device.c_str(), double(draft->model->weight_bytes()) / double(1 << 20), pages,
+               double(kv_bytes) / double(1 << 20));
   std::string name = draft->name;
-  return std::make_shared<ModelDrafter>(std::move(draft->model), name, pages);
+  auto drafter = std::make_shared<ModelDrafter>(std::move(draft->model), name, pages);
+  if (!drafter->model().kv_on_host()) drafter->reserve(streams);
+  return drafter;
 }
 
 }  // namespace fs

@@ -1,6 +1,7 @@
 #pragma once
 // Builds the drafter `serve --drafter` / `--draft` name: "ngram" (prompt lookup) or a checkpoint folder whose
-// tokenizer must equal the target's (same vocabulary and special ids), run on the CPU.
+// tokenizer must equal the target's (same vocabulary and special ids), run on the target's device (one GPU of a
+// split target), its scratch in place before the target sizes its memory budget.
 #include <memory>
 #include <string>
 

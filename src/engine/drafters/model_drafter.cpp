@@ -67,6 +67,44 @@ std::vector<int32_t> top_ids(const float* row, int vocab, int count) {
 
 }  // namespace
 
+RowSampling ModelDrafter::row_sampling(int width) const {
+  RowSampling r;
+  if (width <= 1 && model_->samples_on_device()) r.mode = RowSampling::Mode::Greedy;
+  return r;
+}
+
+void ModelDrafter::reserve(int streams) {
+  // One stream's catch-up filling the forward beside every other stream's one-row step.
+  streams = std::max(1, std::min(streams, kMaxFeedRows));
+  const int P = pool_->page_tokens();
+  const int first = kMaxFeedRows - (streams - 1);
+  std::vector<std::vector<int32_t>> pages(static_cast<size_t>(streams));
+  const std::vector<int32_t> tokens(static_cast<size_t>(first), 0);
+  std::vector<SequenceChunk> chunks;
+  auto release_all = [&] {
+    for (auto& list : pages)
+      for (int32_t p : list) pool_->release(p);
+  };
+  for (int s = 0; s < streams; ++s) {
+    const int rows = s == 0 ? first : 1;
+    for (int n = 0; n < (rows + P - 1) / P; ++n) {
+      const auto page = pool_->allocate();
+      if (!page) {
+        release_all();
+        return;  // a pool this small never sees so large a forward
+      }
+      pages[size_t(s)].push_back(*page);
+    }
+    SequenceChunk c;
+    c.tokens = std::span<const int32_t>(tokens.data(), size_t(rows));
+    c.pages = pages[size_t(s)];
+    chunks.push_back(c);
+  }
+  const std::vector<RowSampling> sampling(chunks.size(), row_sampling(1));
+  (void)model_->forward_sampled(chunks, sampling, *pool_);
+  release_all();
+}
+
 std::vector<std::vector<int32_t>> ModelDrafter::propose(std::span<const DraftRequest> requests) {
   std::vector<DraftRequest> chains(requests.begin(), requests.end());
   for (auto& r : chains) r.width = 1;
@@ -104,26 +142,45 @@ std::vector<DraftTree> ModelDrafter::propose_trees(std::span<const DraftRequest>
   const int V = model_->config().vocab_size;
   for (;;) {
     std::vector<SequenceChunk> chunks;
+    std::vector<RowSampling> sampling;
     std::vector<size_t> owner;
-    for (size_t i = 0; i < requests.size(); ++i) {
+    std::vector<size_t> fed;  // rows of each chunk's feed it takes
+    int room = kMaxFeedRows;
+    for (size_t i = 0; i < requests.size() && room > 0; ++i) {
       if (!states[i] || feed[i].empty() || depths[i] >= requests[i].max_tokens) continue;
       State& s = *states[i];
+      const size_t n = std::min(feed[i].size(), size_t(room));
+      room -= int(n);
       SequenceChunk c;
-      c.tokens = feed[i];
+      c.tokens = std::span<const int32_t>(feed[i].data(), n);
       c.start_pos = int(s.tokens.size());
       c.pages = s.pages;
+      c.last_logits = n == feed[i].size();  // a catch-up piece before its end drafts nothing
+      if (c.last_logits) sampling.push_back(row_sampling(requests[i].width));
       chunks.push_back(c);
       owner.push_back(i);
+      fed.push_back(n);
     }
     if (chunks.empty()) break;
-    std::vector<float> logits = model_->forward(chunks, *pool_);
-    if (logits.size() != chunks.size() * size_t(V)) throw Error("the drafter returned the wrong number of logit rows");
+    const SampledForward result = model_->forward_sampled(chunks, sampling, *pool_);
+    if (result.ids.size() != sampling.size()) throw Error("the drafter returned the wrong number of rows");
+    size_t row = 0, logit_row = 0;
     for (size_t c = 0; c < owner.size(); ++c) {
       const size_t i = owner[c];
       State& s = *states[i];
-      s.tokens.insert(s.tokens.end(), feed[i].begin(), feed[i].end());
+      s.tokens.insert(s.tokens.end(), feed[i].begin(), feed[i].begin() + long(fed[c]));
+      feed[i].erase(feed[i].begin(), feed[i].begin() + long(fed[c]));
+      if (!chunks[c].last_logits) continue;
+      const int32_t picked = result.ids[row++];
+      std::vector<int32_t> choices;
+      if (picked >= 0) {
+        choices.push_back(picked);
+      } else {
+        if ((logit_row + 1) * size_t(V) > result.logits.size())
+          throw Error("the drafter returned the wrong number of logit rows");
+        choices = top_ids(result.logits.data() + logit_row++ * size_t(V), V, std::max(1, requests[i].width));
+      }
       // The greedy guess extends the branch; the next choices become leaves beside it.
-      const auto choices = top_ids(logits.data() + c * size_t(V), V, std::max(1, requests[i].width));
       const int32_t parent = branch[i];
       branch[i] = int32_t(out[i].tokens.size());
       for (int32_t id : choices) {

@@ -1,11 +1,12 @@
 #pragma once
-// Drafting with a small model of the same tokenizer, run on the CPU with approximate int8 weights where they fit
-// (quantize_for_drafting: a guess only needs the top choices, and a smaller drafter leaves the cache to the
-// target; the target checks every guess, so replies keep their bits): it keeps K/V of each stream's tokens in its
-// own pool, catches up on what the stream kept since the last round (rolling back to the longest common prefix, so
-// rejected guesses leave nothing behind) and proposes its greedy continuation, all streams batched per depth. A tree
-// of width W is that greedy branch with the W - 1 next choices at each depth as leaves beside it: no extra drafter
-// steps, at most W · depth nodes.
+// Drafting with a small model of the same tokenizer, on the target's device: on the CPU with approximate int8
+// weights where they fit (quantize_for_drafting: a guess only needs the top choices, and a smaller drafter leaves
+// the cache to the target; the target checks every guess, so replies keep their bits), on a GPU with its own bf16
+// weights and its chains' guesses picked on the device. It keeps K/V of each stream's tokens in its own pool,
+// catches up on what the stream kept since the last round (rolling back to the longest common prefix, so rejected
+// guesses leave nothing behind; at most kMaxFeedRows rows a forward) and proposes its greedy continuation, all
+// streams batched per depth. A tree of width W is that greedy branch with the W - 1 next choices at each depth as
+// leaves beside it: no extra drafter steps, at most W · depth nodes.
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -22,6 +23,11 @@ class ModelDrafter final : public Drafter {
   // `int8_weights` false keeps the model's own weights (benchmarks compare the two).
   ModelDrafter(std::unique_ptr<Model> model, std::string name, int pages, bool int8_weights = true);
   ~ModelDrafter() override;
+  // Rows of one drafter forward at most: a long catch-up runs in pieces.
+  static constexpr int kMaxFeedRows = 512;
+  // Runs the largest forward `streams` streams make, so a device model holds its scratch for it before the
+  // target measures the memory left for its own budget.
+  void reserve(int streams);
   const char* name() const override { return name_.c_str(); }
   std::vector<std::vector<int32_t>> propose(std::span<const DraftRequest> requests) override;
   std::vector<DraftTree> propose_trees(std::span<const DraftRequest> requests) override;
@@ -37,6 +43,8 @@ class ModelDrafter final : public Drafter {
   // Grows the state's pages to `positions`, dropping idle streams' states when the pool is empty.
   bool grow(State& s, int positions, std::span<const DraftRequest> keep);
   void release(State& s);
+  // How the drafter wants a depth's logit row back: a chain's one guess picked on the device where it can.
+  RowSampling row_sampling(int width) const;
 
   std::unique_ptr<Model> model_;
   std::string name_;
