@@ -13,6 +13,7 @@
 #include "cli/model_options.h"
 #include "core/error.h"
 #include "engine/device_budget.h"
+#include "engine/drafters/drafter.h"
 #include "engine/loaded_model.h"
 #include "engine/memory_budget.h"
 #include "server/auth.h"
@@ -85,9 +86,13 @@ void budget_ram(const LoadedModel& m, EngineOptions& eo, size_t available) {
     const vision::VisionEncoderStats vs = m.vision_encoder->stats();
     weights += vs.host_weight_bytes + vs.pinned_stage_bytes;
   }
-  if (eo.kv_pages == 0) eo.kv_pages = kv_pool_pages_for_serving(m.config, weights, eo, available);
+  // A draft model's K/V pages are touched only as streams draft: the target's pool is sized beside them.
+  const size_t drafter = eo.drafter ? eo.drafter->memory().host_to_come : 0;
+  if (eo.kv_pages == 0)
+    eo.kv_pages = kv_pool_pages_for_serving(m.config, weights, eo, available > drafter ? available - drafter : 0);
   print_pool(eo);
   MemoryBudget budget = cpu_budget(m.config, weights, eo, available);
+  if (drafter) budget.lines.push_back({"drafter " + std::string(eo.drafter->name()) + "'s K/V pages", drafter});
   std::fprintf(stderr, "%s", budget.report().c_str());
   print_vision_lines(m);
   budget.require();
@@ -101,6 +106,12 @@ void budget_device_memory(const LoadedModel& m, EngineOptions& eo, double cache_
   print_pool(eo);
   MemoryBudget budget = device_budget(*m.model, eo, free_bytes);
   std::vector<BudgetLine> host_lines;
+  if (eo.drafter) {
+    const DrafterMemory d = eo.drafter->memory();
+    const std::string name = "drafter " + std::string(eo.drafter->name());
+    if (d.device_resident > 0) budget.resident.push_back({name + " (weights, K/V pages, scratch)", d.device_resident});
+    if (d.host_to_come > 0) host_lines.push_back({name + "'s K/V pages", d.host_to_come});
+  }
   if (m.vision_encoder) {
     const vision::VisionEncoderStats vs = m.vision_encoder->stats();
     const size_t on_device = vs.device_weight_bytes + vs.device_slot_bytes + vs.device_scratch_bytes;

@@ -13,6 +13,7 @@
 #include "engine_runner.h"
 #include "fortune_drafting.h"
 #include "io/safetensors.h"
+#include "models/kv_pool.h"
 #include "support/fixtures.h"
 
 namespace fs::test {
@@ -239,6 +240,19 @@ TEST(SpeculativeDrafter, ADrafterOfAnotherTokenizerIsRefusedByName) {
         << e.what();
   }
   EXPECT_NO_THROW(load_drafter((shared / "models/fortune-draft").string(), *target, 1, 64));
+}
+
+TEST(SpeculativeDrafter, AHostDrafterCountsItsPoolAsRamToComeAndNothingOnADevice) {
+  FS_REQUIRE_SHARED(shared);
+  auto target = load_model(shared / "models/fortune-demo", {}, "cpu");
+  const int streams = 3, context = 100;
+  const auto drafter = load_drafter((shared / "models/fortune-draft").string(), *target, streams, context);
+  const ModelConfig draft = load_model_config(shared / "models/fortune-draft");
+  const size_t page = KvPool::bytes_per_page(draft.num_layers, draft.num_kv_heads, draft.head_dim, 16);
+  const DrafterMemory m = drafter->memory();
+  EXPECT_EQ(m.host_to_come, size_t(streams * ((context + 15) / 16) + streams) * page);
+  EXPECT_EQ(m.device_resident, 0u);
+  EXPECT_EQ(load_drafter("ngram", *target, streams, context)->memory().host_to_come, 0u);
 }
 
 TEST(PromptLookup, ProposesWhatFollowedTheLatestEarlierMatch) {

@@ -73,6 +73,9 @@ TEST(SpeculativeE2E, DraftedRepliesEqualUndraftedOnesAloneAndEightAtOnce) {
     EXPECT_GT(std::stod(metric_value(m, "foldserve_draft_tokens_total")), 0.0) << m;
     if (flags[0] == "--drafter") {
       EXPECT_GT(std::stod(metric_value(m, "foldserve_draft_acceptance_rate")), 0.0) << m;
+      // The memory budget counts the drafter's K/V pages beside the target's.
+      EXPECT_NE(server.stderr_text().find("drafter fortune-draft's K/V pages:"), std::string::npos)
+          << server.stderr_text();
     }
   }
   // The request log: drafted requests name their drafts; the "draft": false one (last of each server) none.

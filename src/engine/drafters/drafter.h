@@ -1,6 +1,7 @@
 #pragma once
 // A proposer of draft tokens for speculative decoding: given each stream's tokens so far it guesses the next few.
 // The engine verifies every guess against the target model, so a drafter only changes speed, never a reply.
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -19,6 +20,13 @@ struct DraftRequest {
 struct DraftTree {
   std::vector<int32_t> tokens;
   std::vector<int32_t> parents;
+};
+
+// Memory a drafter takes beside the target, for the server's budget: host bytes it touches only as streams draft
+// (counted against RAM) and device bytes it already holds (reported beside the target's weights).
+struct DrafterMemory {
+  size_t host_to_come = 0;
+  size_t device_resident = 0;
 };
 
 class Drafter {
@@ -41,6 +49,7 @@ class Drafter {
   }
   // The stream has ended: drop whatever the drafter keeps for it.
   virtual void forget(uint64_t stream) {}
+  virtual DrafterMemory memory() const { return {}; }
 };
 
 }  // namespace fs

@@ -44,6 +44,7 @@ void check_same_tokenizer(const LoadedModel& target, const LoadedModel& drafter)
 std::shared_ptr<Drafter> load_drafter(const std::string& spec, const LoadedModel& target, int streams, int context) {
   if (spec == "ngram") return std::make_shared<NgramDrafter>();
   const std::string device = target.model->device_name();
+  const auto free_before = target.model->device_memory_free();
   auto draft = load_model(spec, {}, device);
   check_same_tokenizer(target, *draft);
   const int pages = streams * ((context + 15) / 16) + streams;
@@ -53,7 +54,11 @@ std::shared_ptr<Drafter> load_drafter(const std::string& spec, const LoadedModel
                double(kv_bytes) / double(1 << 20));
   std::string name = draft->name;
   auto drafter = std::make_shared<ModelDrafter>(std::move(draft->model), name, pages);
-  if (!drafter->model().kv_on_host()) drafter->reserve(streams);
+  if (!drafter->model().kv_on_host()) {
+    drafter->reserve(streams);
+    const auto free_after = target.model->device_memory_free();
+    if (free_before && free_after && *free_before > *free_after) drafter->set_device_bytes(*free_before - *free_after);
+  }
   return drafter;
 }
 

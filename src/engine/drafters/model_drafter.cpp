@@ -18,6 +18,15 @@ ModelDrafter::ModelDrafter(std::unique_ptr<Model> model, std::string name, int p
 
 ModelDrafter::~ModelDrafter() = default;
 
+DrafterMemory ModelDrafter::memory() const {
+  DrafterMemory m;
+  if (model_->kv_on_host())
+    m.host_to_come = size_t(pool_->pages_total()) * model_->kv_page_bytes(pool_->page_tokens());
+  else
+    m.device_resident = device_bytes_;
+  return m;
+}
+
 void ModelDrafter::release(State& s) {
   for (int32_t p : s.pages) pool_->release(p);
   s.pages.clear();

@@ -32,6 +32,9 @@ class ModelDrafter final : public Drafter {
   std::vector<std::vector<int32_t>> propose(std::span<const DraftRequest> requests) override;
   std::vector<DraftTree> propose_trees(std::span<const DraftRequest> requests) override;
   void forget(uint64_t stream) override;
+  // On the host: its K/V pool, touched page by page; on a device: what loading and reserve() took there.
+  DrafterMemory memory() const override;
+  void set_device_bytes(size_t bytes) { device_bytes_ = bytes; }
   const Model& model() const { return *model_; }
 
  private:
@@ -51,6 +54,7 @@ class ModelDrafter final : public Drafter {
   std::unique_ptr<KvPool> pool_;
   std::unordered_map<uint64_t, State> states_;
   uint64_t clock_ = 0;
+  size_t device_bytes_ = 0;
 };
 
 }  // namespace fs
