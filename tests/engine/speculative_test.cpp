@@ -255,6 +255,16 @@ TEST(SpeculativeDrafter, AHostDrafterCountsItsPoolAsRamToComeAndNothingOnADevice
   EXPECT_EQ(load_drafter("ngram", *target, streams, context)->memory().host_to_come, 0u);
 }
 
+TEST(SpeculativeDrafter, ItsPoolHoldsEveryWholeContextWhenItsShareFitsElseWhatTheShareHolds) {
+  // A position: 100 bytes of the drafter's K/V beside 300 of the target's, so the drafter's share is a quarter.
+  const int streams = 2, context = 64;
+  const int whole = streams * (context / 16) + streams;
+  EXPECT_EQ(drafter_pool_pages(100, 300, streams, context, size_t(1) << 20), whole);
+  EXPECT_EQ(drafter_pool_pages(100, 300, streams, context, 4 * 100 * 7), 7);  // a quarter of it holds 7 pages
+  EXPECT_EQ(drafter_pool_pages(100, 300, streams, context, 0), streams);     // never below a page per stream
+  EXPECT_EQ(drafter_pool_pages(100, 300, 3, 100000, size_t(1) << 40), 3 * 6250 + 3);
+}
+
 TEST(PromptLookup, ProposesWhatFollowedTheLatestEarlierMatch) {
   const std::vector<int32_t> a = {5, 6, 7, 8, 9}, b = {5, 6, 1, 2, 3};
   std::vector<int32_t> tokens = a;

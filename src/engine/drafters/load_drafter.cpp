@@ -1,10 +1,12 @@
 #include "engine/drafters/load_drafter.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/error.h"
 #include "engine/drafters/model_drafter.h"
 #include "engine/drafters/ngram_drafter.h"
+#include "engine/memory_budget.h"
 
 namespace fs {
 
@@ -41,17 +43,32 @@ void check_same_tokenizer(const LoadedModel& target, const LoadedModel& drafter)
   if (drafter.config.bos_id != target.config.bos_id) throw Error(who + "different bos id");
 }
 
+int drafter_pool_pages(size_t drafter_page_bytes, size_t target_page_bytes, int streams, int context,
+                       size_t free_bytes) {
+  streams = std::max(streams, 1);
+  const long long full = (long long)streams * ((context + 15) / 16) + streams;
+  const double share = double(drafter_page_bytes) / double(std::max<size_t>(drafter_page_bytes + target_page_bytes, 1));
+  const long long fits = (long long)(share * double(free_bytes) / double(std::max<size_t>(drafter_page_bytes, 1)));
+  return int(std::clamp<long long>(std::min(full, fits), streams, 1ll << 30));
+}
+
 std::shared_ptr<Drafter> load_drafter(const std::string& spec, const LoadedModel& target, int streams, int context) {
   if (spec == "ngram") return std::make_shared<NgramDrafter>();
   const std::string device = target.model->device_name();
   const auto free_before = target.model->device_memory_free();
   auto draft = load_model(spec, {}, device);
   check_same_tokenizer(target, *draft);
-  const int pages = streams * ((context + 15) / 16) + streams;
-  const size_t kv_bytes = size_t(pages) * draft->model->kv_page_bytes(16);
-  std::fprintf(stderr, "drafter: %s on the %s (%.1f MiB of weights, %d K/V pages, %.1f MiB)\n", draft->name.c_str(),
+  const size_t page_bytes = draft->model->kv_page_bytes(16);
+  const auto free = target.model->device_memory_free();
+  const int full = streams * ((context + 15) / 16) + streams;
+  const int pages = drafter_pool_pages(page_bytes, target.model->kv_page_bytes(16), streams, context,
+                                       free ? *free : available_ram_bytes());
+  const std::string capped = pages < full ? ", its share of the memory left; every stream's whole context would take " +
+                                                std::to_string(full) + " pages"
+                                          : "";
+  std::fprintf(stderr, "drafter: %s on the %s (%.1f MiB of weights, %d K/V pages, %.1f MiB%s)\n", draft->name.c_str(),
                device.c_str(), double(draft->model->weight_bytes()) / double(1 << 20), pages,
-               double(kv_bytes) / double(1 << 20));
+               double(size_t(pages) * page_bytes) / double(1 << 20), capped.c_str());
   std::string name = draft->name;
   auto drafter = std::make_shared<ModelDrafter>(std::move(draft->model), name, pages);
   if (!drafter->model().kv_on_host()) {
