@@ -1,8 +1,11 @@
 // Speculative decoding never changes a bit: replies and logprobs with a draft model or n-gram drafting equal the
 // undrafted solo runs, greedy and seeded, with penalties, stops and limits, alone and among 8 streams, under
 // preemption; the drafter's acceptance is reported and a drafter of another tokenizer is refused.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <future>
 
 #include "core/error.h"
@@ -13,6 +16,7 @@
 #include "engine_runner.h"
 #include "fortune_drafting.h"
 #include "io/safetensors.h"
+#include "models/checkpoint_maker.h"
 #include "models/kv_pool.h"
 #include "support/fixtures.h"
 
@@ -108,6 +112,25 @@ TEST_F(Speculative, DraftModelEqualsUndraftedAloneAndAmongEight) {
     expect_equal_to_solo(reqs, got);
     EXPECT_GT(stats.accepted_tokens, 0u);
   }
+}
+
+TEST_F(Speculative, ADrafterWithAnotherPaddingOfTheSameTokenizerDraftsAndChangesNoBit) {
+  // Qwen2.5-0.5B pads its embedding to 151936 rows and Qwen2.5-7B to 152064 over one tokenizer: the tokenizer
+  // decides. This drafter has 64 rows more than fortune-demo; a guess among them is cut from its tree.
+  const auto shared = shared_dir();
+  const auto dir = std::filesystem::temp_directory_path() / ("fs-padded-draft-" + std::to_string(::getpid()));
+  json c = read_json_file(shared / "models/fortune-draft/config.json");
+  c["vocab_size"] = c["vocab_size"].get<int>() + 64;
+  MakeCheckpointOptions mo;
+  mo.tokenizer_from = shared / "models/fortune-draft";
+  make_checkpoint(c, dir, mo);
+  auto target = load_model(shared / "models/fortune-demo", {}, "cpu");
+  const auto padded = load_drafter(dir.string(), *target, 8, 512);
+  const auto reqs = mixed_requests();
+  auto got = run_drafted(reqs, padded, 8);
+  expect_equal_to_solo(reqs, got);
+  EXPECT_GT(stats.drafted_tokens, 0u);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(Speculative, NgramEqualsUndraftedAloneAndAmongEight) {
@@ -263,6 +286,19 @@ TEST(SpeculativeDrafter, ItsPoolHoldsEveryWholeContextWhenItsShareFitsElseWhatTh
   EXPECT_EQ(drafter_pool_pages(100, 300, streams, context, 4 * 100 * 7), 7);  // a quarter of it holds 7 pages
   EXPECT_EQ(drafter_pool_pages(100, 300, streams, context, 0), streams);     // never below a page per stream
   EXPECT_EQ(drafter_pool_pages(100, 300, 3, 100000, size_t(1) << 40), 3 * 6250 + 3);
+}
+
+TEST(SpeculativeDrafter, ATokenPastTheDraftersEmbeddingLeavesOnlyItsStreamUndrafted) {
+  FS_REQUIRE_SHARED(shared);
+  const auto dir = shared / "models/fortune-draft";
+  const ModelConfig c = load_model_config(dir);
+  ModelDrafter drafter(create_model(c, Checkpoint::open(dir)), "fortune-draft", 64);
+  const std::vector<int32_t> fine = {1, 100, 200, 300}, outside = {1, 100, c.vocab_size + 5, 300};
+  const std::vector<DraftRequest> requests = {{1, fine, 3, 1}, {2, outside, 3, 1}};
+  const auto guesses = drafter.propose(requests);
+  ASSERT_EQ(guesses.size(), 2u);
+  EXPECT_EQ(guesses[0].size(), 3u);
+  EXPECT_TRUE(guesses[1].empty());
 }
 
 TEST(PromptLookup, ProposesWhatFollowedTheLatestEarlierMatch) {

@@ -22,14 +22,16 @@ std::string ids_text(const std::vector<int32_t>& ids) {
 
 void check_same_tokenizer(const LoadedModel& target, const LoadedModel& drafter) {
   const std::string who = "drafter " + drafter.name + " does not share the tokenizer of " + target.name + ": ";
-  if (drafter.config.vocab_size != target.config.vocab_size)
-    throw Error(who + "vocab_size " + std::to_string(drafter.config.vocab_size) + " vs " +
-                std::to_string(target.config.vocab_size));
   const Tokenizer& a = *target.tokenizer;
   const Tokenizer& b = *drafter.tokenizer;
   if (a.vocab_size() != b.vocab_size())
     throw Error(who + "tokenizer vocabulary of " + std::to_string(b.vocab_size()) + " vs " +
                 std::to_string(a.vocab_size()) + " tokens");
+  // The embeddings may be padded differently (Qwen2.5-0.5B has 151936 rows, Qwen2.5-7B 152064, one tokenizer); every
+  // token must have a row in the drafter.
+  if (drafter.config.vocab_size < b.vocab_size())
+    throw Error("drafter " + drafter.name + " has " + std::to_string(drafter.config.vocab_size) +
+                " embedding rows for a tokenizer of " + std::to_string(b.vocab_size()) + " tokens");
   for (int32_t id = 0; id < a.vocab_size(); ++id) {
     if (a.id_to_token(id) != b.id_to_token(id) || a.is_special(id) != b.is_special(id))
       throw Error(who + "token " + std::to_string(id) + " is '" + b.id_to_token(id) + "' vs '" + a.id_to_token(id) +

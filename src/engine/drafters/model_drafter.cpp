@@ -131,6 +131,7 @@ std::vector<DraftTree> ModelDrafter::propose_trees(std::span<const DraftRequest>
   // Per request: the tokens it feeds this depth (catch-up first, then one guess per depth).
   std::vector<std::vector<int32_t>> feed(requests.size());
   std::vector<State*> states(requests.size(), nullptr);
+  const int V = model_->config().vocab_size;
   for (size_t i = 0; i < requests.size(); ++i) {
     const DraftRequest& r = requests[i];
     if (r.max_tokens <= 0 || r.tokens.empty()) continue;
@@ -146,9 +147,14 @@ std::vector<DraftTree> ModelDrafter::propose_trees(std::span<const DraftRequest>
       continue;
     }
     feed[i].assign(r.tokens.begin() + long(keep), r.tokens.end());
+    // A token past the drafter's embedding (the target's own padding rows) leaves the stream undrafted.
+    if (std::any_of(feed[i].begin(), feed[i].end(), [&](int32_t t) { return t < 0 || t >= V; })) {
+      release(s);
+      feed[i].clear();
+      continue;
+    }
     states[i] = &s;
   }
-  const int V = model_->config().vocab_size;
   for (;;) {
     std::vector<SequenceChunk> chunks;
     std::vector<RowSampling> sampling;
