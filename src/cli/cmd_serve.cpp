@@ -109,7 +109,9 @@ void budget_device_memory(const LoadedModel& m, EngineOptions& eo, double cache_
   if (eo.drafter) {
     const DrafterMemory d = eo.drafter->memory();
     const std::string name = "drafter " + std::string(eo.drafter->name());
-    if (d.device_resident > 0) budget.resident.push_back({name + " (weights, K/V pages, scratch)", d.device_resident});
+    // Measured around its loading, which also holds the process's first kernel launches (code loaded, stacks).
+    if (d.device_resident > 0)
+      budget.resident.push_back({name + " (weights, K/V pages, scratch, first launches)", d.device_resident});
     if (d.host_to_come > 0) host_lines.push_back({name + "'s K/V pages", d.host_to_come});
   }
   if (m.vision_encoder) {
