@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <future>
+#include <random>
 
 #include "core/error.h"
 #include "core/files.h"
@@ -299,6 +301,22 @@ TEST(SpeculativeDrafter, ATokenPastTheDraftersEmbeddingLeavesOnlyItsStreamUndraf
   ASSERT_EQ(guesses.size(), 2u);
   EXPECT_EQ(guesses[0].size(), 3u);
   EXPECT_TRUE(guesses[1].empty());
+}
+
+TEST(SpeculativeDrafter, TopIdsAreTheHighestLogitsWithTiesToTheLowerId) {
+  std::mt19937 rng(5);
+  for (int vocab : {1, 7, 64, 1000, 4099}) {
+    for (int count = 1; count <= 8; ++count) {
+      // Few distinct values, so many logits tie.
+      std::vector<float> row(static_cast<size_t>(vocab));
+      for (float& v : row) v = float(int(rng() % 9)) - 4.0f;
+      std::vector<int32_t> want(static_cast<size_t>(vocab));
+      for (int32_t i = 0; i < vocab; ++i) want[size_t(i)] = i;
+      std::stable_sort(want.begin(), want.end(), [&](int32_t a, int32_t b) { return row[size_t(a)] > row[size_t(b)]; });
+      want.resize(size_t(std::min(count, vocab)));
+      EXPECT_EQ(top_ids(row, count), want) << "vocab " << vocab << ", count " << count;
+    }
+  }
 }
 
 TEST(PromptLookup, ProposesWhatFollowedTheLatestEarlierMatch) {

@@ -1,6 +1,7 @@
 #include "engine/drafters/model_drafter.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.h"
 #include "models/cpu_runner.h"
@@ -60,21 +61,41 @@ bool ModelDrafter::grow(State& s, int positions, std::span<const DraftRequest> k
   return true;
 }
 
-namespace {
-
-// The `count` highest logits' ids, highest first (ties: lower id first, as max_element picks).
-std::vector<int32_t> top_ids(const float* row, int vocab, int count) {
-  if (count == 1) return {int32_t(std::max_element(row, row + vocab) - row)};  // a chain's one guess: no sort
-  std::vector<int32_t> ids(static_cast<size_t>(vocab));
-  for (int32_t i = 0; i < vocab; ++i) ids[size_t(i)] = i;
+std::vector<int32_t> top_ids(std::span<const float> row, int count) {
+  const int vocab = int(row.size());
   count = std::min(count, vocab);
-  std::partial_sort(ids.begin(), ids.begin() + count, ids.end(),
-                    [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-  ids.resize(size_t(count));
+  if (count <= 0) return {};
+  if (count == 1) return {int32_t(std::max_element(row.begin(), row.end()) - row.begin())};  // a chain's one guess
+  // One pass keeping the best `count` in order: a later id displaces or passes a kept one only when strictly higher,
+  // so equal logits keep the lower id first. Once `count` are kept, blocks whose highest logit is not above the
+  // lowest kept one are skipped whole.
+  constexpr int kBlock = 16;
+  std::vector<int32_t> ids;
+  ids.reserve(size_t(count) + 1);
+  bool full = false;
+  float cut = 0.0f;  // the lowest kept logit once full
+  for (int32_t i = 0; i < vocab; ++i) {
+    if (full && i % kBlock == 0 && i + kBlock <= vocab) {
+      float most = -std::numeric_limits<float>::infinity();
+      for (int j = 0; j < kBlock; ++j) most = std::max(most, row[size_t(i + j)]);
+      if (!(most > cut)) {
+        i += kBlock - 1;
+        continue;
+      }
+    }
+    const float v = row[size_t(i)];
+    if (full && !(v > cut)) continue;
+    auto at = ids.end();
+    while (at != ids.begin() && v > row[size_t(*(at - 1))]) --at;
+    ids.insert(at, i);
+    if (int(ids.size()) > count) ids.pop_back();
+    if (int(ids.size()) == count) {
+      full = true;
+      cut = row[size_t(ids.back())];
+    }
+  }
   return ids;
 }
-
-}  // namespace
 
 RowSampling ModelDrafter::row_sampling(int width) const {
   RowSampling r;
@@ -193,7 +214,8 @@ std::vector<DraftTree> ModelDrafter::propose_trees(std::span<const DraftRequest>
       } else {
         if ((logit_row + 1) * size_t(V) > result.logits.size())
           throw Error("the drafter returned the wrong number of logit rows");
-        choices = top_ids(result.logits.data() + logit_row++ * size_t(V), V, std::max(1, requests[i].width));
+        choices = top_ids(std::span<const float>(result.logits.data() + logit_row++ * size_t(V), size_t(V)),
+                          std::max(1, requests[i].width));
       }
       // The greedy guess extends the branch; the next choices become leaves beside it.
       const int32_t parent = branch[i];

@@ -8,14 +8,19 @@
 // streams batched per depth. A tree of width W is that greedy branch with the W - 1 next choices at each depth as
 // leaves beside it: no extra drafter steps, at most W · depth nodes.
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/drafters/drafter.h"
 #include "models/kv_pool.h"
 #include "models/model.h"
 
 namespace fs {
+
+// The `count` highest logits' ids, highest first; equal logits keep the lower id first (as max_element picks).
+std::vector<int32_t> top_ids(std::span<const float> row, int count);
 
 class ModelDrafter final : public Drafter {
  public:
