@@ -45,10 +45,12 @@ void check_same_tokenizer(const LoadedModel& target, const LoadedModel& drafter)
   if (drafter.config.bos_id != target.config.bos_id) throw Error(who + "different bos id");
 }
 
+int whole_context_pages(int streams, int context) { return streams * ((context + 15) / 16) + streams; }
+
 int drafter_pool_pages(size_t drafter_page_bytes, size_t target_page_bytes, int streams, int context,
                        size_t free_bytes) {
   streams = std::max(streams, 1);
-  const long long full = (long long)streams * ((context + 15) / 16) + streams;
+  const long long full = whole_context_pages(streams, context);
   const double share = double(drafter_page_bytes) / double(std::max<size_t>(drafter_page_bytes + target_page_bytes, 1));
   const long long fits = (long long)(share * double(free_bytes) / double(std::max<size_t>(drafter_page_bytes, 1)));
   return int(std::clamp<long long>(std::min(full, fits), streams, 1ll << 30));
@@ -62,7 +64,7 @@ std::shared_ptr<Drafter> load_drafter(const std::string& spec, const LoadedModel
   check_same_tokenizer(target, *draft);
   const size_t page_bytes = draft->model->kv_page_bytes(16);
   const auto free = target.model->device_memory_free();
-  const int full = streams * ((context + 15) / 16) + streams;
+  const int full = whole_context_pages(streams, context);
   const int pages = drafter_pool_pages(page_bytes, target.model->kv_page_bytes(16), streams, context,
                                        free ? *free : available_ram_bytes());
   const std::string capped = pages < full ? ", its share of the memory left; every stream's whole context would take " +

@@ -14,6 +14,9 @@ namespace fs {
 // Throws fs::Error naming the first difference between the two tokenizers.
 void check_same_tokenizer(const LoadedModel& target, const LoadedModel& drafter);
 
+// 16-position pages for a whole context of each of `streams` streams, plus a page each.
+int whole_context_pages(int streams, int context);
+
 // K/V pages of a draft model's own pool: a whole context for each of `streams` streams (plus a page each) when that
 // fits its share of `free_bytes`, else what the share holds (at least a page per stream). Its share is its part of
 // one position's K/V bytes, the drafter's and the target's together, so both pools can hold about as many
