@@ -13,6 +13,7 @@ using namespace deltanet_detail;
 
 constexpr int kConvThreads = 256;
 constexpr int kConvRows = 16;  // rows a conv thread walks, unless every sequence of the call has one row
+constexpr int kNormWarps = 8;  // (row, head) pairs of a gated-norm block
 
 // The sequence holding row r (sequences ascend by first_row), or null.
 __device__ const DeltaNetSeq* sequence_of(const DeltaNetBatch& batch, int r) {
@@ -51,8 +52,36 @@ __global__ void __launch_bounds__(kConvThreads) conv_kernel(const float* in, int
   for (int j = 0; j < kWindow; ++j) w[j] = j >= skip ? wc[j - skip] : 0.0f;
   const float w_last = wc[d.K - 1];  // the weight of the row itself
   float window[kWindow];
+  const int first = blockIdx.y * rows, end = min(T, first + rows);
+  const DeltaNetSeq* one = sequence_of(batch, first);
+  if (rows == kConvRows && one && end <= one->first_row + one->rows) {
+    // Every row in one sequence: all inputs are read before the first output is written, so the reads overlap.
+    float x[kConvRows];
+#pragma unroll
+    for (int i = 0; i < kConvRows; ++i)
+      if (first + i < end) x[i] = in[size_t(first + i) * in_stride + c];
+    const float* tail = batch.states + one->state;
+#pragma unroll
+    for (int j = 0; j < kWindow; ++j)
+      window[j] = j >= skip ? conv_input(in, in_stride, tail, *one, d.K, d.C, first - one->first_row - kWindow + j, c)
+                            : 0.0f;
+#pragma unroll
+    for (int i = 0; i < kConvRows; ++i) {
+      if (first + i >= end) break;
+      float acc = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kWindow; ++j)
+        if (j >= skip) acc = fmaf(w[j], window[j], acc);
+      acc = fmaf(w_last, x[i], acc);
+      out[size_t(first + i) * d.C + c] = silu(acc);
+#pragma unroll
+      for (int j = 0; j + 1 < kWindow; ++j) window[j] = window[j + 1];
+      window[kWindow - 1] = x[i];
+    }
+    return;
+  }
   const DeltaNetSeq* held = nullptr;  // the sequence whose inputs the window holds
-  for (int r = blockIdx.y * rows; r < min(T, (blockIdx.y + 1) * rows); ++r) {
+  for (int r = first; r < end; ++r) {
     const DeltaNetSeq* s = sequence_of(batch, r);
     if (!s) continue;
     const int t = r - s->first_row;
@@ -100,11 +129,15 @@ __global__ void __launch_bounds__(kConvThreads) conv_tail_kernel(const float* in
     if (j < d.K - 1) tail[int64_t(j) * d.C + c] = keep[j];
 }
 
-__global__ void gated_norm_kernel(const float* core, const float* z, int z_stride, const float* norm, Dims d,
-                                  uint16_t* out) {
+// A warp per (row, value head), kNormWarps of them a block.
+__global__ void __launch_bounds__(kNormWarps * 32)
+    gated_norm_kernel(const float* core, const float* z, int z_stride, const float* norm, int T, Dims d,
+                      uint16_t* out) {
   let_next_grid_start();
   wait_for_previous_grid();
-  const int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
+  const int pair = blockIdx.x * kNormWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (pair >= T * d.nv) return;
+  const int r = pair / d.nv, h = pair % d.nv;
   const float* o = core + size_t(r) * d.V + size_t(h) * d.dv;
   const float* zr = z + size_t(r) * z_stride + size_t(h) * d.dv;
   float ss = 0.0f;
@@ -133,8 +166,9 @@ void deltanet_gated_norm(const float* core, const float* z, int z_stride, const 
                          const DeltaNetShape& shape, uint16_t* out, void* stream) {
   const Dims d = dims_of(shape);
   if (T == 0) return;
-  launch_overlapping_kernel("deltanet_gated_norm", gated_norm_kernel, dim3(T, d.nv), dim3(32), 0, stream, core, z,
-                            z_stride, norm, d, out);
+  const unsigned blocks = unsigned((int64_t(T) * d.nv + kNormWarps - 1) / kNormWarps);
+  launch_overlapping_kernel("deltanet_gated_norm", gated_norm_kernel, dim3(blocks), dim3(kNormWarps * 32), 0, stream,
+                            core, z, z_stride, norm, T, d, out);
 }
 
 }  // namespace fs::cuda::kernels

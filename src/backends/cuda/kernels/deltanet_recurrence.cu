@@ -17,11 +17,18 @@ namespace {
 using namespace deltanet_detail;
 
 constexpr int kLanesPerColumn = 4;
-constexpr int kColumnsPerLane = 2;
-constexpr int kColumnsPerBlock = 32;
-constexpr int kColumnStride = kColumnsPerBlock / kColumnsPerLane;  // from one of a thread's columns to the next
-constexpr int kRecurrenceThreads = kLanesPerColumn * kColumnStride;
-constexpr int kPrefillTile = 16;  // tokens a block stages at once when sequences have many rows
+constexpr int kPrefillTile = 32;  // tokens a block stages at once when sequences have many rows
+constexpr int kNormalizeWarps = 8;  // (row, key head) pairs of a normalisation block
+
+// How a block's threads hold its state columns: each thread COLUMNS columns (STRIDE apart) of BLOCK_COLUMNS.
+template <int COLUMNS, int BLOCK_COLUMNS>
+struct Layout {
+  static constexpr int kColumnsPerLane = COLUMNS;
+  static constexpr int kColumnsPerBlock = BLOCK_COLUMNS;
+  static constexpr int kColumnStride = BLOCK_COLUMNS / COLUMNS;  // from one of a thread's columns to the next
+  static constexpr int kThreads = kLanesPerColumn * kColumnStride;
+  static_assert(BLOCK_COLUMNS % COLUMNS == 0 && kThreads % 32 == 0, "whole warps of whole columns");
+};
 
 // x · rsqrt(Σx² + 1e-6) · scale over n values, by one warp, into dst.
 __device__ void l2_normalize(const float* x, int n, float scale, float* dst) {
@@ -32,11 +39,14 @@ __device__ void l2_normalize(const float* x, int n, float scale, float* dst) {
   for (int i = lane; i < n; i += 32) dst[i] = (x[i] * inv) * scale;
 }
 
-// Per (row, key head): q and k of the conv output L2-normalised in place, q also scaled (one warp).
-__global__ void normalize_kernel(float* conv, Dims d) {
+// Per (row, key head): q and k of the conv output L2-normalised in place, q also scaled (a warp each, kNormalizeWarps
+// of them a block).
+__global__ void __launch_bounds__(kNormalizeWarps * 32) normalize_kernel(float* conv, int T, Dims d) {
   let_next_grid_start();
   wait_for_previous_grid();
-  float* row = conv + size_t(blockIdx.x) * d.C + size_t(blockIdx.y) * d.dk;
+  const int heads = d.KC / d.dk, pair = blockIdx.x * kNormalizeWarps + threadIdx.x / 32;
+  if (pair >= T * heads) return;
+  float* row = conv + size_t(pair / heads) * d.C + size_t(pair % heads) * d.dk;
   l2_normalize(row, d.dk, d.q_scale, row);
   l2_normalize(row + d.KC, d.dk, 1.0f, row + d.KC);
 }
@@ -59,20 +69,20 @@ struct RecurrenceRows {
 
 // One stage of the token tiles a block streams through shared memory: q and k rows (normalised), this block's
 // columns of v, and the raw b and a the tile's β and decays come from; TILE tokens.
-template <int R, int TILE>
+template <int R, int TILE, typename L>
 struct RecurrenceTile {
   float q[TILE][RecurrenceRows<R>::kRowFloats];
   float k[TILE][RecurrenceRows<R>::kRowFloats];
-  float v[TILE][kColumnsPerBlock];
+  float v[TILE][L::kColumnsPerBlock];
   float b[TILE], a[TILE];
 };
 
 // A recurrence block's shared memory: two token-tile stages, and each thread's per-token output terms of the tile
 // (summed over a column's lanes once the tile is done).
-template <int R, int TILE>
+template <int R, int TILE, typename L>
 struct RecurrenceSmem {
-  RecurrenceTile<R, TILE> tiles[2];
-  float partial[TILE][kColumnsPerLane][kRecurrenceThreads];
+  RecurrenceTile<R, TILE, L> tiles[2];
+  float partial[TILE][L::kColumnsPerLane][L::kThreads];
 };
 
 // W floats global → shared, asynchronously (W = 4 needs both ends 16-byte aligned).
@@ -84,26 +94,28 @@ __device__ __forceinline__ void copy_floats(float* smem, const float* gmem, bool
 
 // Queues the copies of rows first_row … first_row + n − 1 (n ≤ TILE) into `tile`, W floats a copy: each thread
 // takes fixed pieces of a row and walks them down the tile's rows.
-template <int R, int W, int TILE>
-__device__ void stage_tile(RecurrenceTile<R, TILE>& tile, const float* conv, const float* b, const float* a,
+template <int R, int W, int TILE, typename L>
+__device__ void stage_tile(RecurrenceTile<R, TILE, L>& tile, const float* conv, const float* b, const float* a,
                            int ab_stride, const Dims& d, int first_row, int n, int h, int column0) {
   using Rows = RecurrenceRows<R>;
   constexpr int kPieces = kLanesPerColumn * R / W;  // of one q (or k) row
   const float* heads = conv + size_t(first_row) * d.C + size_t(h / d.group) * d.dk;
-  for (int e = threadIdx.x; e < 2 * kPieces; e += kRecurrenceThreads) {
+  for (int e = threadIdx.x; e < 2 * kPieces; e += L::kThreads) {
     const int i = (e % kPieces) * W;
     const bool valid = i < d.dk;
     const float* src = heads + (e < kPieces ? 0 : d.KC) + (valid ? i : 0);
     float* dst = (e < kPieces ? &tile.q[0][0] : &tile.k[0][0]) + Rows::at(i);
-    for (int t = 0; t < n; ++t, src += d.C, dst += Rows::kRowFloats) copy_floats<W>(dst, src, valid);
+#pragma unroll 8
+    for (int t = 0; t < n; ++t) copy_floats<W>(dst + t * Rows::kRowFloats, src + size_t(t) * d.C, valid);
   }
   const float* values = conv + size_t(first_row) * d.C + 2 * size_t(d.KC) + size_t(h) * d.dv;
-  for (int j = threadIdx.x * W; j < kColumnsPerBlock; j += kRecurrenceThreads * W) {
+  for (int j = threadIdx.x * W; j < L::kColumnsPerBlock; j += L::kThreads * W) {
     const bool valid = column0 + j < d.dv;
     const float* src = values + (valid ? column0 + j : 0);
-    for (int t = 0; t < n; ++t, src += d.C) copy_floats<W>(&tile.v[t][j], src, valid);
+#pragma unroll 8
+    for (int t = 0; t < n; ++t) copy_floats<W>(&tile.v[t][j], src + size_t(t) * d.C, valid);
   }
-  for (int t = threadIdx.x; t < n; t += kRecurrenceThreads) {
+  for (int t = threadIdx.x; t < n; t += L::kThreads) {
     const size_t at = size_t(first_row + t) * ab_stride + h;
     ptx::copy4(&tile.b[t], b + at, true);
     ptx::copy4(&tile.a[t], a + at, true);
@@ -114,18 +126,19 @@ __device__ void stage_tile(RecurrenceTile<R, TILE>& tile, const float* conv, con
 // kColumnsPerLane columns kColumnStride apart, so every q and k piece it reads from shared memory serves them all.
 // Token tiles of TILE rows stream in through two stages: the next tile's copies run while this one's tokens are
 // computed.
-template <int R, int W, int TILE>
-__global__ void __launch_bounds__(kRecurrenceThreads)
+template <int R, int W, int TILE, typename L>
+__global__ void __launch_bounds__(L::kThreads, TILE > 1 ? 1 : 4)
     recurrence_kernel(const float* conv, const float* b, const float* a, int ab_stride, const float* a_log,
                       const float* dt_bias, Dims d, DeltaNetBatch batch, float* out) {
   wait_for_previous_grid();
   using Rows = RecurrenceRows<R>;
-  using Tile = RecurrenceTile<R, TILE>;
+  using Tile = RecurrenceTile<R, TILE, L>;
+  constexpr int kColumnsPerBlock = L::kColumnsPerBlock, kColumnStride = L::kColumnStride, kThreads = L::kThreads;
   static_assert(R % 4 == 0, "rows come in float4 pieces");
-  static_assert(TILE < 32, "a warp's lanes hold the tile's β and decays");
-  constexpr int kC = kColumnsPerLane;
+  static_assert(TILE <= 32, "a warp's lanes hold the tile's β and decays");
+  constexpr int kC = L::kColumnsPerLane;
   extern __shared__ __align__(16) unsigned char smem_bytes[];
-  RecurrenceSmem<R, TILE>& smem = *reinterpret_cast<RecurrenceSmem<R, TILE>*>(smem_bytes);
+  RecurrenceSmem<R, TILE, L>& smem = *reinterpret_cast<RecurrenceSmem<R, TILE, L>*>(smem_bytes);
   const DeltaNetSeq s = batch.seqs[blockIdx.z];
   const int h = blockIdx.y, lane = threadIdx.x % 32, g = threadIdx.x % kLanesPerColumn;
   const int slot = threadIdx.x / kLanesPerColumn, column0 = blockIdx.x * kColumnsPerBlock;
@@ -143,13 +156,12 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
   int tap = s.first_tap;
   const int tap_end = s.first_tap + s.tap_count;
   int tap_row = tap < tap_end ? batch.taps[tap].after_rows : -1;  // rows before the next snapshot
-  stage_tile<R, W, TILE>(smem.tiles[0], conv, b, a, ab_stride, d, s.first_row, min(TILE, s.rows), h, column0);
+  stage_tile<R, W, TILE, L>(smem.tiles[0], conv, b, a, ab_stride, d, s.first_row, min(TILE, s.rows), h, column0);
   ptx::copy_commit();
   // Token t's decayed state · k (`mem`) comes from the pass that finished token t − 1 when both are in this tile
   // and no snapshot falls between them; each product and sum is the same either way. Rows past key_dim hold zero
   // state and zero q and k, so they add exact zeros.
   float mem[kC];
-  bool mem_ready = false;
   // This lane's rows of a token's q or k in shared memory (`rows`: this lane's first), into registers.
   auto load_rows = [&](const float* rows, float (&dst)[R]) {
     const float4* p = reinterpret_cast<const float4*>(rows);
@@ -164,7 +176,7 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
     ptx::copy_wait<0>();
     __syncthreads();  // this tile is in, and every thread is done with the other stage
     if (base + TILE < s.rows)
-      stage_tile<R, W, TILE>(smem.tiles[buf ^ 1], conv, b, a, ab_stride, d, s.first_row + base + TILE,
+      stage_tile<R, W, TILE, L>(smem.tiles[buf ^ 1], conv, b, a, ab_stride, d, s.first_row + base + TILE,
                              min(TILE, s.rows - base - TILE), h, column0);
     ptx::copy_commit();
     const Tile& tile = smem.tiles[buf];
@@ -176,44 +188,49 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
     // Lane t of each warp: token t's β and decay.
     const float beta_at = lane < n ? sigmoid(tile.b[lane]) : 0.0f;
     const float decay_at = lane < n ? expf(-A * softplus(tile.a[lane] + bias)) : 0.0f;
-    for (int t = 0; t < n; ++t) {
+    // Decays the state by `decay` and sets `mem` to the decayed state · the k rows at `rows`: the start of a token
+    // whose previous token did not compute it (the tile's first, or the one after a snapshot).
+    auto decay_and_project = [&](float decay, const float* rows) {
+      float k[R];
+      load_rows(rows, k);
+#pragma unroll
+      for (int c = 0; c < kC; ++c) {
+        mem[c] = 0.0f;
+#pragma unroll
+        for (int m = 0; m < R; ++m) {
+          S[c][m] *= decay;
+          mem[c] = fmaf(S[c][m], k[m], mem[c]);
+        }
+      }
+    };
+    // Token t's update: its δ from `mem`, then the state += k ⊗ δ; its q rows into `q`.
+    auto update = [&](int t, float (&q)[R]) {
       float k[R];
       load_rows(k_rows + t * Rows::kRowFloats, k);
       const float beta = __shfl_sync(0xffffffffu, beta_at, t);
-      const float decay = __shfl_sync(0xffffffffu, decay_at, t);
-      const float next_decay = __shfl_sync(0xffffffffu, decay_at, t + 1);
-      if (!mem_ready) {
+      float delta[kC];
 #pragma unroll
-        for (int c = 0; c < kC; ++c) {
-          mem[c] = 0.0f;
-#pragma unroll
-          for (int m = 0; m < R; ++m) {
-            S[c][m] *= decay;
-            mem[c] = fmaf(S[c][m], k[m], mem[c]);
-          }
-        }
-      }
-      float delta[kC], o[kC];
-#pragma unroll
-      for (int c = 0; c < kC; ++c) {
+      for (int c = 0; c < kC; ++c)
         delta[c] = (values[t * kColumnsPerBlock + c * kColumnStride] - column_sum(mem[c])) * beta;
-        o[c] = 0.0f;
-      }
-      const bool tap_here = tap_row == base + t + 1;
-      mem_ready = t + 1 < n && !tap_here;
-      float q[R];
       load_rows(q_rows + t * Rows::kRowFloats, q);
 #pragma unroll
       for (int m = 0; m < R; ++m)
 #pragma unroll
         for (int c = 0; c < kC; ++c) S[c][m] = fmaf(k[m], delta[c], S[c][m]);
-      if (mem_ready) {  // this token's output, then the next token's decay and state · k
-        float next_k[R], next[kC];
+    };
+    decay_and_project(__shfl_sync(0xffffffffu, decay_at, 0), k_rows);
+    for (int t = 0; t < n; ++t) {
+      // Tokens before `last` (the tile's last, or one a snapshot follows) also start the next token.
+      const int tap_at = tap_row - base - 1, last = tap_at >= t && tap_at < n - 1 ? tap_at : n - 1;
+      for (; t < last; ++t) {
+        float q[R], next_k[R], o[kC], next[kC];
+        update(t, q);
+        const float next_decay = __shfl_sync(0xffffffffu, decay_at, t + 1);
         load_rows(k_rows + (t + 1) * Rows::kRowFloats, next_k);
 #pragma unroll
-        for (int c = 0; c < kC; ++c) next[c] = 0.0f;
-        // Row m's output term and decay go beside row m − 1's next-token term, so no product waits on the one
-        // before it; each sum still runs over the rows in order.
+        for (int c = 0; c < kC; ++c) o[c] = next[c] = 0.0f;
+        // This token's output, the next token's decay and its state · k: row m's output term and decay go beside
+        // row m − 1's next-token term, so no product waits on the one before it; each sum runs over the rows in order.
 #pragma unroll
         for (int m = 0; m <= R; ++m) {
 #pragma unroll
@@ -224,15 +241,22 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
           for (int c = 0; c < kC && m > 0; ++c) next[c] = fmaf(S[c][m - 1], next_k[m - 1], next[c]);
         }
 #pragma unroll
-        for (int c = 0; c < kC; ++c) mem[c] = next[c];
-      } else {
-#pragma unroll
-        for (int m = 0; m < R; ++m)
-#pragma unroll
-          for (int c = 0; c < kC; ++c) o[c] = fmaf(S[c][m], q[m], o[c]);
+        for (int c = 0; c < kC; ++c) {
+          mem[c] = next[c];
+          terms[(t * kC + c) * kThreads] = o[c];
+        }
       }
+      // Token `last`: its output alone, the snapshots after it, then the next token's start.
+      float q[R], o[kC];
+      update(t, q);
 #pragma unroll
-      for (int c = 0; c < kC; ++c) terms[(t * kC + c) * kRecurrenceThreads] = o[c];
+      for (int c = 0; c < kC; ++c) o[c] = 0.0f;
+#pragma unroll
+      for (int m = 0; m < R; ++m)
+#pragma unroll
+        for (int c = 0; c < kC; ++c) o[c] = fmaf(S[c][m], q[m], o[c]);
+#pragma unroll
+      for (int c = 0; c < kC; ++c) terms[(t * kC + c) * kThreads] = o[c];
       for (; tap_row == base + t + 1; tap_row = tap < tap_end ? batch.taps[tap].after_rows : -1) {
         float* copy = batch.snapshots + batch.taps[tap++].dest + head_offset;
 #pragma unroll
@@ -241,20 +265,30 @@ __global__ void __launch_bounds__(kRecurrenceThreads)
           for (int m = 0; m < R; ++m)
             if (holds(c, m)) copy[at(c, m)] = S[c][m];
       }
+      if (t + 1 < n) decay_and_project(__shfl_sync(0xffffffffu, decay_at, t + 1), k_rows + (t + 1) * Rows::kRowFloats);
     }
     // The tile's outputs of this warp's columns: each the sum of its four lanes' terms, paired as column_sum pairs
-    // them.
+    // them. A lane sums one column's terms every kPassTokens tokens; all are read (past the tile's last token they
+    // are unused) before any is stored, so the reads overlap.
     __syncwarp();
     static_assert(kLanesPerColumn == 4, "a column's terms are one float4");
-    constexpr int kSlots = 32 / kLanesPerColumn, kWarpColumns = kSlots * kC;
-    const int first_slot = threadIdx.x / 32 * kSlots;
-    float* tile_out = out + size_t(s.first_row + base) * d.V + size_t(h) * d.dv + column0;
-    for (int e = lane; e < n * kWarpColumns; e += 32) {
-      const int t = e / kWarpColumns, c = e % kWarpColumns / kSlots, at_slot = first_slot + e % kSlots;
-      const int column = at_slot + c * kColumnStride;
-      const float4 p = *reinterpret_cast<const float4*>(&smem.partial[t][c][at_slot * kLanesPerColumn]);
-      if (column0 + column < d.dv) tile_out[t * d.V + column] = (p.x + p.y) + (p.z + p.w);
+    constexpr int kSlots = 32 / kLanesPerColumn, kWarpColumns = kSlots * kC, kPassTokens = 32 / kWarpColumns;
+    static_assert(32 % kWarpColumns == 0, "a warp's lanes cover whole tokens of its columns");
+    constexpr int kPasses = (TILE + kPassTokens - 1) / kPassTokens;
+    const int first_token = lane / kWarpColumns, c = lane % kWarpColumns / kSlots;
+    const int at_slot = threadIdx.x / 32 * kSlots + lane % kSlots, column = at_slot + c * kColumnStride;
+    const float* lane_terms = &smem.partial[0][c][at_slot * kLanesPerColumn];
+    float sums[kPasses];
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int t = min(first_token + i * kPassTokens, TILE - 1);
+      const float4 p = *reinterpret_cast<const float4*>(lane_terms + t * kC * kThreads);
+      sums[i] = (p.x + p.y) + (p.z + p.w);
     }
+    float* lane_out = out + size_t(s.first_row + base + first_token) * d.V + size_t(h) * d.dv + column0 + column;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i)
+      if (first_token + i * kPassTokens < n && column0 + column < d.dv) lane_out[size_t(i) * kPassTokens * d.V] = sums[i];
   }
 #pragma unroll
   for (int c = 0; c < kC; ++c)
@@ -272,25 +306,33 @@ void deltanet_recurrence(float* conv, int T, const float* b, const float* a, int
   check_batch(T, batch);
   if (T == 0 || batch.count == 0) return;
   // Every row's q and k normalised at once, so the recurrence's token loop waits on no reduction.
-  launch_overlapping_kernel("deltanet_normalize", normalize_kernel, dim3(T, d.KC / d.dk), dim3(32), 0, stream, conv, d);
-  const dim3 grid(unsigned((d.dv + kColumnsPerBlock - 1) / kColumnsPerBlock), unsigned(d.nv), unsigned(batch.count));
+  const unsigned pairs = unsigned(int64_t(T) * (d.KC / d.dk));
+  launch_overlapping_kernel("deltanet_normalize", normalize_kernel, dim3((pairs + kNormalizeWarps - 1) / kNormalizeWarps),
+                            dim3(kNormalizeWarps * 32), 0, stream, conv, T, d);
   // 16-byte copies when every q, k and v piece starts on a 16-byte boundary.
   const bool vec = d.C % 4 == 0 && d.dk % 4 == 0 && d.dv % 4 == 0 && reinterpret_cast<uintptr_t>(conv) % 16 == 0;
-  // Calls of one row per sequence (decode rounds) stage single tokens, so more blocks fit each multiprocessor.
+  // Calls of one row per sequence (decode rounds) stage single tokens and give a thread one column, so more warps
+  // share the work of the state's one pass; longer calls give a thread two columns, so each q and k row it reads
+  // serves both. A column's arithmetic is the same in either layout.
   const bool single_rows = T == batch.count;
-  auto launch = [&](auto rows, auto vec_copies) {
-    constexpr int kR = decltype(rows)::value;
+  auto launch = [&](auto rows, auto vec_copies, auto layout, auto tile) {
+    constexpr int kR = decltype(rows)::value, kTile = decltype(tile)::value;
     constexpr int kW = decltype(vec_copies)::value ? 4 : 1;
-    auto go = [&](auto kernel, unsigned bytes) {
-      allow_shared_memory_once(kernel, bytes, "deltanet_recurrence");
-      launch_overlapping_kernel("deltanet_recurrence", kernel, grid, dim3(kRecurrenceThreads), bytes, stream, conv,
-                                b, a, ab_stride, a_log, dt_bias, d, batch, out);
-    };
-    if (single_rows) go(recurrence_kernel<kR, kW, 1>, unsigned(sizeof(RecurrenceSmem<kR, 1>)));
-    else go(recurrence_kernel<kR, kW, kPrefillTile>, unsigned(sizeof(RecurrenceSmem<kR, kPrefillTile>)));
+    using L = decltype(layout);
+    const dim3 grid(unsigned((d.dv + L::kColumnsPerBlock - 1) / L::kColumnsPerBlock), unsigned(d.nv),
+                    unsigned(batch.count));
+    const auto kernel = recurrence_kernel<kR, kW, kTile, L>;
+    const unsigned bytes = sizeof(RecurrenceSmem<kR, kTile, L>);
+    allow_shared_memory_once(kernel, bytes, "deltanet_recurrence");
+    launch_overlapping_kernel("deltanet_recurrence", kernel, grid, dim3(L::kThreads), bytes, stream, conv, b, a,
+                              ab_stride, a_log, dt_bias, d, batch, out);
+  };
+  auto with_copies = [&](auto rows, auto vec_copies) {
+    if (single_rows) launch(rows, vec_copies, Layout<1, 32>{}, std::integral_constant<int, 1>{});
+    else launch(rows, vec_copies, Layout<2, 32>{}, std::integral_constant<int, kPrefillTile>{});
   };
   auto with_rows = [&](auto rows) {
-    vec ? launch(rows, std::true_type{}) : launch(rows, std::false_type{});
+    vec ? with_copies(rows, std::true_type{}) : with_copies(rows, std::false_type{});
   };
   if (d.dk <= 16) with_rows(std::integral_constant<int, 4>{});
   else if (d.dk <= 32) with_rows(std::integral_constant<int, 8>{});
