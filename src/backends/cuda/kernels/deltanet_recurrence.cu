@@ -93,7 +93,7 @@ __device__ __forceinline__ void copy_floats(float* smem, const float* gmem, bool
 }
 
 // Queues the copies of rows first_row … first_row + n − 1 (n ≤ TILE) into `tile`, W floats a copy: each thread
-// takes fixed pieces of a row and walks them down the tile's rows.
+// takes fixed pieces of the q and k rows and walks them down the tile's rows.
 template <int R, int W, int TILE, typename L>
 __device__ void stage_tile(RecurrenceTile<R, TILE, L>& tile, const float* conv, const float* b, const float* a,
                            int ab_stride, const Dims& d, int first_row, int n, int h, int column0) {
@@ -108,17 +108,20 @@ __device__ void stage_tile(RecurrenceTile<R, TILE, L>& tile, const float* conv, 
 #pragma unroll 8
     for (int t = 0; t < n; ++t) copy_floats<W>(dst + t * Rows::kRowFloats, src + size_t(t) * d.C, valid);
   }
+  // The values and the raw b and a: each copy (row, piece) to its own thread in turn, so every thread has about as
+  // many and no warp waits at the next barrier for another.
+  constexpr int kValuePieces = L::kColumnsPerBlock / W;
   const float* values = conv + size_t(first_row) * d.C + 2 * size_t(d.KC) + size_t(h) * d.dv;
-  for (int j = threadIdx.x * W; j < L::kColumnsPerBlock; j += L::kThreads * W) {
+  for (int e = threadIdx.x; e < n * kValuePieces; e += L::kThreads) {
+    const int t = e / kValuePieces, j = (e % kValuePieces) * W;
     const bool valid = column0 + j < d.dv;
-    const float* src = values + (valid ? column0 + j : 0);
-#pragma unroll 8
-    for (int t = 0; t < n; ++t) copy_floats<W>(&tile.v[t][j], src + size_t(t) * d.C, valid);
+    copy_floats<W>(&tile.v[t][j], values + size_t(t) * d.C + (valid ? column0 + j : 0), valid);
   }
-  for (int t = threadIdx.x; t < n; t += L::kThreads) {
+  for (int e = L::kThreads - 1 - int(threadIdx.x); e < 2 * n; e += L::kThreads) {
+    const int t = e / 2;
     const size_t at = size_t(first_row + t) * ab_stride + h;
-    ptx::copy4(&tile.b[t], b + at, true);
-    ptx::copy4(&tile.a[t], a + at, true);
+    if (e % 2 == 0) ptx::copy4(&tile.b[t], b + at, true);
+    else ptx::copy4(&tile.a[t], a + at, true);
   }
 }
 
