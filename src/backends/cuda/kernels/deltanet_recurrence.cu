@@ -1,6 +1,6 @@
 // The gated delta rule: q and k L2-normalised in place (a warp per (row, key head)), then a block per (sequence,
 // value head, 32 state columns) runs the tokens in order, four lanes per column each holding a quarter of the state
-// rows of two columns, token tiles streaming through shared memory.
+// rows of one or two columns (Layout), token tiles streaming through shared memory.
 #include <cstdint>
 #include <type_traits>
 
@@ -20,7 +20,7 @@ constexpr int kLanesPerColumn = 4;
 constexpr int kPrefillTile = 32;  // tokens a block stages at once when sequences have many rows
 constexpr int kNormalizeWarps = 8;  // (row, key head) pairs of a normalisation block
 
-// How a block's threads hold its state columns: each thread COLUMNS columns (STRIDE apart) of BLOCK_COLUMNS.
+// How a block's threads hold its state columns: each thread COLUMNS of the BLOCK_COLUMNS, kColumnStride apart.
 template <int COLUMNS, int BLOCK_COLUMNS>
 struct Layout {
   static constexpr int kColumnsPerLane = COLUMNS;
@@ -128,7 +128,8 @@ __device__ void stage_tile(RecurrenceTile<R, TILE, L>& tile, const float* conv, 
 // A block owns kColumnsPerBlock state columns of one (sequence, value head); each thread holds its rows of
 // kColumnsPerLane columns kColumnStride apart, so every q and k piece it reads from shared memory serves them all.
 // Token tiles of TILE rows stream in through two stages: the next tile's copies run while this one's tokens are
-// computed.
+// computed. A prefill block's shared memory keeps it to about two an SM, so its threads may take every register;
+// single-token blocks are kept to a size four fit.
 template <int R, int W, int TILE, typename L>
 __global__ void __launch_bounds__(L::kThreads, TILE > 1 ? 1 : 4)
     recurrence_kernel(const float* conv, const float* b, const float* a, int ab_stride, const float* a_log,
