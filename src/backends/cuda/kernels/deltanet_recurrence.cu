@@ -234,7 +234,8 @@ __global__ void __launch_bounds__(L::kThreads, TILE > 1 ? 1 : 4)
 #pragma unroll
         for (int c = 0; c < kC; ++c) o[c] = next[c] = 0.0f;
         // This token's output, the next token's decay and its state · k: row m's output term and decay go beside
-        // row m − 1's next-token term, so no product waits on the one before it; each sum runs over the rows in order.
+        // row m − 1's next-token term, so no product waits on the one before it; each sum runs over the rows in
+        // order.
 #pragma unroll
         for (int m = 0; m <= R; ++m) {
 #pragma unroll
@@ -269,7 +270,8 @@ __global__ void __launch_bounds__(L::kThreads, TILE > 1 ? 1 : 4)
           for (int m = 0; m < R; ++m)
             if (holds(c, m)) copy[at(c, m)] = S[c][m];
       }
-      if (t + 1 < n) decay_and_project(__shfl_sync(0xffffffffu, decay_at, t + 1), k_rows + (t + 1) * Rows::kRowFloats);
+      if (t + 1 < n)
+        decay_and_project(__shfl_sync(0xffffffffu, decay_at, t + 1), k_rows + (t + 1) * Rows::kRowFloats);
     }
     // The tile's outputs of this warp's columns: each the sum of its four lanes' terms, paired as column_sum pairs
     // them. A lane sums one column's terms every kPassTokens tokens; all are read (past the tile's last token they
@@ -292,7 +294,8 @@ __global__ void __launch_bounds__(L::kThreads, TILE > 1 ? 1 : 4)
     float* lane_out = out + size_t(s.first_row + base + first_token) * d.V + size_t(h) * d.dv + column0 + column;
 #pragma unroll
     for (int i = 0; i < kPasses; ++i)
-      if (first_token + i * kPassTokens < n && column0 + column < d.dv) lane_out[size_t(i) * kPassTokens * d.V] = sums[i];
+      if (first_token + i * kPassTokens < n && column0 + column < d.dv)
+        lane_out[size_t(i) * kPassTokens * d.V] = sums[i];
   }
 #pragma unroll
   for (int c = 0; c < kC; ++c)
@@ -311,8 +314,9 @@ void deltanet_recurrence(float* conv, int T, const float* b, const float* a, int
   if (T == 0 || batch.count == 0) return;
   // Every row's q and k normalised at once, so the recurrence's token loop waits on no reduction.
   const unsigned pairs = unsigned(int64_t(T) * (d.KC / d.dk));
-  launch_overlapping_kernel("deltanet_normalize", normalize_kernel, dim3((pairs + kNormalizeWarps - 1) / kNormalizeWarps),
-                            dim3(kNormalizeWarps * 32), 0, stream, conv, T, d);
+  launch_overlapping_kernel("deltanet_normalize", normalize_kernel,
+                            dim3((pairs + kNormalizeWarps - 1) / kNormalizeWarps), dim3(kNormalizeWarps * 32), 0,
+                            stream, conv, T, d);
   // 16-byte copies when every q, k and v piece starts on a 16-byte boundary.
   const bool vec = d.C % 4 == 0 && d.dk % 4 == 0 && d.dv % 4 == 0 && reinterpret_cast<uintptr_t>(conv) % 16 == 0;
   // Calls of one row per sequence (decode rounds) stage single tokens and give a thread one column, so more warps
