@@ -164,8 +164,5 @@ int bench(int argc, char** argv) {
 
 int main(int argc, char** argv) { return fs::run_bench("bench_deltanet", fs::bench, argc, argv); }
 #else
-int main() {
-  std::fprintf(stderr, "bench_deltanet: this build has no CUDA backend\n");
-  return 1;
-}
+int main() { return fs::no_cuda_backend("bench_deltanet"); }
 #endif

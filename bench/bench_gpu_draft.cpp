@@ -218,8 +218,5 @@ int bench(int argc, char** argv) {
 
 int main(int argc, char** argv) { return fs::run_bench("bench_gpu_draft", fs::bench, argc, argv); }
 #else
-int main() {
-  std::fprintf(stderr, "bench_gpu_draft: this build has no CUDA backend\n");
-  return 1;
-}
+int main() { return fs::no_cuda_backend("bench_gpu_draft"); }
 #endif

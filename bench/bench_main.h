@@ -14,4 +14,10 @@ inline int run_bench(const char* name, int (*bench)(int, char**), int argc, char
   }
 }
 
+// The main() of a GPU benchmark in a build without the CUDA backend: says so, exit status 1.
+inline int no_cuda_backend(const char* name) {
+  std::fprintf(stderr, "%s: this build has no CUDA backend\n", name);
+  return 1;
+}
+
 }  // namespace fs
