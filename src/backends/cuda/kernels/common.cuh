@@ -18,7 +18,8 @@ inline cudaStream_t as_runtime(void* s) { return reinterpret_cast<cudaStream_t>(
 __device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 // Programmatic dependent launch: lets the stream's next kernel be scheduled before this one finishes, so a GEMM
-// after a short kernel starts its weight copies early (GEMMs themselves do not call it).
+// after a short kernel starts its weight copies early. Short kernels call it first; the GEMMs and the recurrence
+// once their last copies are issued, when all their CTAs are resident and the next kernel can take no slot they need.
 __device__ __forceinline__ void let_next_grid_start() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }

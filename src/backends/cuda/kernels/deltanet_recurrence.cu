@@ -183,6 +183,7 @@ __global__ void __launch_bounds__(L::kThreads, TILE > 1 ? 1 : 4)
       stage_tile<R, W, TILE, L>(smem.tiles[buf ^ 1], conv, b, a, ab_stride, d, s.first_row + base + TILE,
                              min(TILE, s.rows - base - TILE), h, column0);
     ptx::copy_commit();
+    if (base + TILE >= s.rows) let_next_grid_start();  // this block's last tile: the next kernel may be scheduled
     const Tile& tile = smem.tiles[buf];
     // This thread's places in the tile at token 0 (token t's are t rows further), found once per tile.
     const float* q_rows = &tile.q[0][g * Rows::kStride];

@@ -103,6 +103,9 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(128 * (1 + CONS)
         }
         if (++stage == W::kStages) stage = 0, phase ^= 1;
       }
+    // Every CTA is resident and its copies are issued: the next kernels may take free slots (at 32 and 64 rows;
+    // fewer rows lose more to the next GEMM's early weight copies than the launch gains).
+    if constexpr (TOK >= 32) let_next_grid_start();
     return;
   }
 
