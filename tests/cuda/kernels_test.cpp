@@ -203,7 +203,7 @@ TEST(CudaKernels, EmbeddingRmsnormSwiglu) {
   FS_REQUIRE_GPU();
   Gpu gpu;
   std::mt19937 rng(3);
-  for (int dim : {32, 48, 384, 4096}) {
+  for (int dim : {32, 48, 384, 4096, 5120, 8200}) {  // 8200: past the rows RMSNorm holds in registers
     SCOPED_TRACE("dim " + std::to_string(dim));
     const int vocab = 50, rows = 7;
     auto table = to_bf16(random_floats(rng, size_t(vocab) * dim));

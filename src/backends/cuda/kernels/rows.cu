@@ -19,24 +19,15 @@ __global__ void embedding_kernel(const uint16_t* table, const int32_t* ids, int 
 }
 
 constexpr int kBatch = 8;  // loads a thread issues before it uses the first
+constexpr int kHeld = 24;  // values a thread keeps in registers: rows up to kHeld · kRowThreads are read once
 
-// Sum of squares with a fixed per-thread stride, then a fixed tree over the threads: part[t] += part[t + w] for
-// w = 128, 64, …, 1. Warp 0 runs the last steps: w = 128, 64, 32 from shared memory in the tree's order, then
-// w = 16 … 1 by shuffles (lane t adds lane t + w, as the tree adds part[t + w]).
-__device__ float block_sum_squares(const float* x, int dim) {
+// A fixed tree over the threads' sums: part[t] += part[t + w] for w = 128, 64, …, 1. Warp 0 runs the last steps:
+// w = 128, 64, 32 from shared memory in the tree's order, then w = 16 … 1 by shuffles (lane t adds lane t + w, as
+// the tree adds part[t + w]).
+__device__ float block_tree_sum(float s) {
   static_assert(kRowThreads == 256, "the tree's first three steps are written out for 256 threads");
   __shared__ float part[kRowThreads];
   __shared__ float total;
-  float s = 0.0f;
-  int d = threadIdx.x;
-  for (; d + (kBatch - 1) * kRowThreads < dim; d += kBatch * kRowThreads) {
-    float v[kBatch];
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i) v[i] = x[d + i * kRowThreads];
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i) s = fmaf(v[i], v[i], s);
-  }
-  for (; d < dim; d += kRowThreads) s = fmaf(x[d], x[d], s);
   part[threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.x < 32) {
@@ -51,6 +42,21 @@ __device__ float block_sum_squares(const float* x, int dim) {
   return total;
 }
 
+// Sum of squares: each thread adds its elements d = t, t + 256, … in order, then the tree.
+__device__ float block_sum_squares(const float* x, int dim) {
+  float s = 0.0f;
+  int d = threadIdx.x;
+  for (; d + (kBatch - 1) * kRowThreads < dim; d += kBatch * kRowThreads) {
+    float v[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) v[i] = x[d + i * kRowThreads];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) s = fmaf(v[i], v[i], s);
+  }
+  for (; d < dim; d += kRowThreads) s = fmaf(x[d], x[d], s);
+  return block_tree_sum(s);
+}
+
 template <typename Out>
 __device__ void store(Out* y, size_t i, float v);
 template <>
@@ -62,11 +68,39 @@ template <typename Out>
 __global__ void __launch_bounds__(kRowThreads) rmsnorm_kernel(const float* x, const int32_t* gather,
                                                                 const float* weight, int dim, float eps, Out* y) {
   let_next_grid_start();
+  // Rows that fit kHeld values a thread stay in registers with their weights, each read once (the weights before the
+  // wait: no kernel writes them); the sums and products are those of the longer rows' loop below.
+  const bool held = dim <= kHeld * kRowThreads;
+  float w[kHeld];
+#pragma unroll
+  for (int i = 0; i < kHeld; ++i) {
+    const int d = threadIdx.x + i * kRowThreads;
+    w[i] = held && d < dim ? weight[d] : 0.0f;
+  }
   wait_for_previous_grid();
   const int r = blockIdx.x;
   const float* xr = x + size_t(gather ? gather[r] : r) * dim;
-  const float inv = 1.0f / sqrtf(block_sum_squares(xr, dim) / float(dim) + eps);
   Out* yr = y + size_t(r) * dim;
+  if (held) {
+    float v[kHeld];
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) {
+      const int d = threadIdx.x + i * kRowThreads;
+      v[i] = d < dim ? xr[d] : 0.0f;
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i)
+      if (threadIdx.x + i * kRowThreads < dim) s = fmaf(v[i], v[i], s);
+    const float inv = 1.0f / sqrtf(block_tree_sum(s) / float(dim) + eps);
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) {
+      const int d = threadIdx.x + i * kRowThreads;
+      if (d < dim) store(yr, size_t(d), w[i] * (v[i] * inv));
+    }
+    return;
+  }
+  const float inv = 1.0f / sqrtf(block_sum_squares(xr, dim) / float(dim) + eps);
   int d = threadIdx.x;
   for (; d + (kBatch - 1) * kRowThreads < dim; d += kBatch * kRowThreads) {
     float v[kBatch], w[kBatch];
