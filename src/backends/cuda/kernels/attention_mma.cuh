@@ -38,17 +38,22 @@ struct Layout {
   static constexpr int kThreads = 32 * kWarps * TILES;
   static constexpr int kSlots = kTile * TILES;  // (row, head) pairs per CTA
   static constexpr int kStride = HD + 8;  // padded shared row (bf16 elements): conflict-free ldmatrix
-  static constexpr int kStages = HD > 128 ? 2 : 3;
   static constexpr int kQElems = kSlots * kStride;
   static constexpr int kStageElems = 2 * kBlockKeys * kStride;  // K block, then V block
   static constexpr int kAccStride = HD + 8;                      // f32 row of one warp's partial output
   static constexpr int kWarpFloats = kTile * kAccStride + 2 * kTile;  // partial output, then m and l
-  static constexpr size_t kKvBytes = size_t(kStages) * kStageElems * 2;
   static constexpr size_t kMergeBytes = size_t(kWarps) * TILES * kWarpFloats * 4;
   static constexpr size_t kRunBytes = size_t(2 * 2 * kSlots) * 4;  // running max and sum per slot, two buffers
   static constexpr size_t kKeySlotBytes = size_t(kChunkBlocks) * kBlockKeys * 4;  // the chunk's key slots
-  static constexpr size_t kSmemBytes =
-      kQElems * 2 + (kKvBytes > kMergeBytes ? kKvBytes : kMergeBytes) + kRunBytes + kKeySlotBytes;
+  static constexpr size_t smem_bytes(int stages) {
+    const size_t kv = size_t(stages) * kStageElems * 2;
+    return kQElems * 2 + (kv > kMergeBytes ? kv : kMergeBytes) + kRunBytes + kKeySlotBytes;
+  }
+  // Three stages (two key blocks in flight while one is used) wherever they fit a CTA's shared memory (227 KB, less
+  // 1 KB for the static variables); two otherwise.
+  static constexpr int kStages = smem_bytes(3) <= 226 * 1024 ? 3 : 2;
+  static constexpr size_t kKvBytes = size_t(kStages) * kStageElems * 2;
+  static constexpr size_t kSmemBytes = smem_bytes(kStages);
 };
 
 struct Params {
