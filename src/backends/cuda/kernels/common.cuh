@@ -43,6 +43,16 @@ __device__ __forceinline__ float warp_sum(float v) {
   return __shfl_sync(0xffffffffu, v, 0);
 }
 
+// Elements lane, lane + 32, … (below n) of p into x, every load issued before any is used; zeros past n.
+template <int N>
+__device__ __forceinline__ void load_lane_values(const float* p, int n, float (&x)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int d = int(threadIdx.x % 32) + 32 * i;
+    x[i] = d < n ? p[d] : 0.0f;
+  }
+}
+
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;

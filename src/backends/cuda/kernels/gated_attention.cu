@@ -11,48 +11,65 @@ namespace fs::cuda::kernels {
 namespace {
 
 constexpr int kMaxHeadDim = 256;
+constexpr int kPerLane = kMaxHeadDim / 32;
 
+// Every load of a (row, head) is issued at once into registers (the norm weights before the wait: no kernel writes
+// them); the arithmetic is that of one pass after another: the sum of squares in d order per lane, then the rotation.
 __global__ void gated_qkv_rope_store_kernel(const float* qkv, HeadShape shape, int rotary_dim, const float* q_norm,
                                             const float* k_norm, float eps, const float* cos, const float* sin,
                                             PagedKv kv, float* q, float* gate) {
   let_next_grid_start();
-  wait_for_previous_grid();
-  __shared__ float v[kMaxHeadDim];
   const int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
   const int hd = shape.head_dim, half = rotary_dim / 2, Q = shape.heads * hd, kv_width = shape.kv_heads * hd;
   const bool is_q = h < shape.heads;
   const int g = h - shape.heads;
+  float w[kPerLane];
+  load_lane_values(is_q ? q_norm : k_norm, hd, w);
+  wait_for_previous_grid();
+  __shared__ float v[kMaxHeadDim];
   const float* row = qkv + size_t(r) * size_t(2 * Q + 2 * kv_width);
   const float* src = is_q ? row + size_t(h) * 2 * hd : row + 2 * Q + size_t(g) * hd;
-  const float* norm = is_q ? q_norm : k_norm;
+  // The head's values; then its gate (q heads, hd further on) or its values (k heads, kv_width further on).
+  float x[kPerLane], c[kPerLane / 2], sn[kPerLane / 2], passed[kPerLane];
+  load_lane_values(src, hd, x);
+  load_lane_values(cos + size_t(r) * half, half, c);
+  load_lane_values(sin + size_t(r) * half, half, sn);
+  load_lane_values(src + (is_q ? hd : kv_width), hd, passed);
+  const size_t slot = is_q ? 0 : size_t(kv.row_slot[r]);
   float s = 0.0f;
-  for (int d = lane; d < hd; d += 32) s = fmaf(src[d], src[d], s);
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i)
+    if (lane + 32 * i < hd) s = fmaf(x[i], x[i], s);
   const float inv = 1.0f / sqrtf(warp_sum(s) / float(hd) + eps);
-  for (int d = lane; d < hd; d += 32) v[d] = norm[d] * (src[d] * inv);
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i)
+    if (lane + 32 * i < hd) v[lane + 32 * i] = w[i] * (x[i] * inv);
   __syncwarp();
-  const float* c = cos + size_t(r) * half;
-  const float* sn = sin + size_t(r) * half;
-  for (int i = lane; i < half; i += 32) {
+#pragma unroll
+  for (int j = 0; j < kPerLane / 2; ++j) {
+    const int i = lane + 32 * j;
+    if (i >= half) break;
     const float a = v[i], b = v[i + half];
-    v[i] = a * c[i] - b * sn[i];  // each lane owns its pairs
-    v[i + half] = b * c[i] + a * sn[i];
+    v[i] = a * c[j] - b * sn[j];  // each lane owns its pairs
+    v[i + half] = b * c[j] + a * sn[j];
   }
   __syncwarp();
   if (is_q) {
     float* qo = q + (size_t(r) * shape.heads + h) * hd;
     float* go = gate + (size_t(r) * shape.heads + h) * hd;
-    for (int d = lane; d < hd; d += 32) {
-      qo[d] = v[d];
-      go[d] = src[hd + d];
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int d = lane + 32 * i;
+      if (d < hd) qo[d] = v[d], go[d] = passed[i];
     }
     return;
   }
-  const size_t slot = size_t(kv.row_slot[r]);
   uint16_t* ko = kv.keys + slot * kv_width + size_t(g) * hd;
   uint16_t* vo = kv.values + slot * kv_width + size_t(g) * hd;
-  for (int d = lane; d < hd; d += 32) {
-    ko[d] = f32_to_bf16_bits(v[d]);
-    vo[d] = f32_to_bf16_bits(src[kv_width + d]);
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int d = lane + 32 * i;
+    if (d < hd) ko[d] = f32_to_bf16_bits(v[d]), vo[d] = f32_to_bf16_bits(passed[i]);
   }
 }
 
