@@ -14,6 +14,7 @@ using namespace deltanet_detail;
 constexpr int kConvThreads = 256;
 constexpr int kConvRows = 16;  // rows a conv thread walks, unless every sequence of the call has one row
 constexpr int kNormWarps = 8;  // (row, head) pairs of a gated-norm block
+constexpr int kNormHeld = 8;   // values a gated-norm lane keeps in registers
 
 // The sequence holding row r (sequences ascend by first_row), or null.
 __device__ const DeltaNetSeq* sequence_of(const DeltaNetBatch& batch, int r) {
@@ -129,21 +130,40 @@ __global__ void __launch_bounds__(kConvThreads) conv_tail_kernel(const float* in
     if (j < d.K - 1) tail[int64_t(j) * d.C + c] = keep[j];
 }
 
-// A warp per (row, value head), kNormWarps of them a block.
+// A warp per (row, value head), kNormWarps of them a block. Heads of up to 32·kNormHeld values come into registers
+// with their z in one round of loads (the norm weights before the wait: no kernel writes them); wider ones are read
+// twice. The sums and products are the same either way.
 __global__ void __launch_bounds__(kNormWarps * 32)
     gated_norm_kernel(const float* core, const float* z, int z_stride, const float* norm, int T, Dims d,
                       uint16_t* out) {
   let_next_grid_start();
+  const bool held = d.dv <= 32 * kNormHeld;
+  float w[kNormHeld];
+  if (held) load_lane_values(norm, d.dv, w);
   wait_for_previous_grid();
   const int pair = blockIdx.x * kNormWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (pair >= T * d.nv) return;
   const int r = pair / d.nv, h = pair % d.nv;
   const float* o = core + size_t(r) * d.V + size_t(h) * d.dv;
   const float* zr = z + size_t(r) * z_stride + size_t(h) * d.dv;
+  uint16_t* y = out + size_t(r) * d.V + size_t(h) * d.dv;
+  if (held) {
+    float ov[kNormHeld], zv[kNormHeld];
+    load_lane_values(o, d.dv, ov);
+    load_lane_values(zr, d.dv, zv);
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kNormHeld; ++i)
+      if (lane + 32 * i < d.dv) ss = fmaf(ov[i], ov[i], ss);
+    const float inv = 1.0f / sqrtf(warp_sum(ss) / float(d.dv) + d.eps);
+#pragma unroll
+    for (int i = 0; i < kNormHeld; ++i)
+      if (lane + 32 * i < d.dv) y[lane + 32 * i] = f32_to_bf16_bits(w[i] * (ov[i] * inv) * silu(zv[i]));
+    return;
+  }
   float ss = 0.0f;
   for (int j = lane; j < d.dv; j += 32) ss = fmaf(o[j], o[j], ss);
   const float inv = 1.0f / sqrtf(warp_sum(ss) / float(d.dv) + d.eps);
-  uint16_t* y = out + size_t(r) * d.V + size_t(h) * d.dv;
   for (int j = lane; j < d.dv; j += 32) y[j] = f32_to_bf16_bits(norm[j] * (o[j] * inv) * silu(zr[j]));
 }
 

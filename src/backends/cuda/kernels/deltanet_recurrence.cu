@@ -30,25 +30,34 @@ struct Layout {
   static_assert(BLOCK_COLUMNS % COLUMNS == 0 && kThreads % 32 == 0, "whole warps of whole columns");
 };
 
-// x · rsqrt(Σx² + 1e-6) · scale over n values, by one warp, into dst.
-__device__ void l2_normalize(const float* x, int n, float scale, float* dst) {
+constexpr int kKeysPerLane = kMaxKeyDim / 32;  // values of one q or k head a lane holds
+
+// x · rsqrt(Σx² + 1e-6) · scale over the n values a warp holds (lane's at lane + 32i), into dst.
+__device__ void l2_normalize(const float (&x)[kKeysPerLane], int n, float scale, float* dst) {
   const int lane = threadIdx.x % 32;
   float ss = 0.0f;
-  for (int i = lane; i < n; i += 32) ss = fmaf(x[i], x[i], ss);
+#pragma unroll
+  for (int i = 0; i < kKeysPerLane; ++i)
+    if (lane + 32 * i < n) ss = fmaf(x[i], x[i], ss);
   const float inv = 1.0f / sqrtf(warp_sum(ss) + 1e-6f);
-  for (int i = lane; i < n; i += 32) dst[i] = (x[i] * inv) * scale;
+#pragma unroll
+  for (int i = 0; i < kKeysPerLane; ++i)
+    if (lane + 32 * i < n) dst[lane + 32 * i] = (x[i] * inv) * scale;
 }
 
 // Per (row, key head): q and k of the conv output L2-normalised in place, q also scaled (a warp each, kNormalizeWarps
-// of them a block).
+// of them a block); both heads' loads are issued at once.
 __global__ void __launch_bounds__(kNormalizeWarps * 32) normalize_kernel(float* conv, int T, Dims d) {
   let_next_grid_start();
   wait_for_previous_grid();
   const int heads = d.KC / d.dk, pair = blockIdx.x * kNormalizeWarps + threadIdx.x / 32;
   if (pair >= T * heads) return;
   float* row = conv + size_t(pair / heads) * d.C + size_t(pair % heads) * d.dk;
-  l2_normalize(row, d.dk, d.q_scale, row);
-  l2_normalize(row + d.KC, d.dk, 1.0f, row + d.KC);
+  float q[kKeysPerLane], k[kKeysPerLane];
+  load_lane_values(row, d.dk, q);
+  load_lane_values(row + d.KC, d.dk, k);
+  l2_normalize(q, d.dk, d.q_scale, row);
+  l2_normalize(k, d.dk, 1.0f, row + d.KC);
 }
 
 // Sum over the four lanes of a column: every lane gets the same bits.
