@@ -52,7 +52,6 @@ struct Layout {
   // Three stages (two key blocks in flight while one is used) wherever they fit a CTA's shared memory (227 KB, less
   // 1 KB for the static variables); two otherwise.
   static constexpr int kStages = smem_bytes(3) <= 226 * 1024 ? 3 : 2;
-  static constexpr size_t kKvBytes = size_t(kStages) * kStageElems * 2;
   static constexpr size_t kSmemBytes = smem_bytes(kStages);
 };
 
