@@ -53,6 +53,16 @@ __device__ __forceinline__ void load_lane_values(const float* p, int n, float (&
   }
 }
 
+// This lane's sum of squares over the values load_lane_values put in x (those below n), in d order.
+template <int N>
+__device__ __forceinline__ float lane_sum_squares(const float (&x)[N], int n) {
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (int(threadIdx.x % 32) + 32 * i < n) s = fmaf(x[i], x[i], s);
+  return s;
+}
+
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;

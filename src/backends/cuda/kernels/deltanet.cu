@@ -151,11 +151,7 @@ __global__ void __launch_bounds__(kNormWarps * 32)
     float ov[kNormHeld], zv[kNormHeld];
     load_lane_values(o, d.dv, ov);
     load_lane_values(zr, d.dv, zv);
-    float ss = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kNormHeld; ++i)
-      if (lane + 32 * i < d.dv) ss = fmaf(ov[i], ov[i], ss);
-    const float inv = 1.0f / sqrtf(warp_sum(ss) / float(d.dv) + d.eps);
+    const float inv = 1.0f / sqrtf(warp_sum(lane_sum_squares(ov, d.dv)) / float(d.dv) + d.eps);
 #pragma unroll
     for (int i = 0; i < kNormHeld; ++i)
       if (lane + 32 * i < d.dv) y[lane + 32 * i] = f32_to_bf16_bits(w[i] * (ov[i] * inv) * silu(zv[i]));

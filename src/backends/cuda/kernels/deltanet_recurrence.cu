@@ -35,11 +35,7 @@ constexpr int kKeysPerLane = kMaxKeyDim / 32;  // values of one q or k head a la
 // x · rsqrt(Σx² + 1e-6) · scale over the n values a warp holds (lane's at lane + 32i), into dst.
 __device__ void l2_normalize(const float (&x)[kKeysPerLane], int n, float scale, float* dst) {
   const int lane = threadIdx.x % 32;
-  float ss = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kKeysPerLane; ++i)
-    if (lane + 32 * i < n) ss = fmaf(x[i], x[i], ss);
-  const float inv = 1.0f / sqrtf(warp_sum(ss) + 1e-6f);
+  const float inv = 1.0f / sqrtf(warp_sum(lane_sum_squares(x, n)) + 1e-6f);
 #pragma unroll
   for (int i = 0; i < kKeysPerLane; ++i)
     if (lane + 32 * i < n) dst[lane + 32 * i] = (x[i] * inv) * scale;

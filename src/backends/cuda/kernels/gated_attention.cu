@@ -36,11 +36,7 @@ __global__ void gated_qkv_rope_store_kernel(const float* qkv, HeadShape shape, i
   load_lane_values(sin + size_t(r) * half, half, sn);
   load_lane_values(src + (is_q ? hd : kv_width), hd, passed);
   const size_t slot = is_q ? 0 : size_t(kv.row_slot[r]);
-  float s = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i)
-    if (lane + 32 * i < hd) s = fmaf(x[i], x[i], s);
-  const float inv = 1.0f / sqrtf(warp_sum(s) / float(hd) + eps);
+  const float inv = 1.0f / sqrtf(warp_sum(lane_sum_squares(x, hd)) / float(hd) + eps);
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i)
     if (lane + 32 * i < hd) v[lane + 32 * i] = w[i] * (x[i] * inv);
