@@ -1,5 +1,5 @@
 // Gated DeltaNet kernel benchmark on the Qwen3.5 shapes (27B: 16 key / 48 value heads; 2B: 16 / 16; heads of 128,
-// kernel 4): the conv, the recurrence (its q/k normalisation included) and the gated norm, for a 2048-row prefill
+// kernel 4): the conv with its q/k normalisation (deltanet_conv_normalized), the recurrence and the gated norm, for a 2048-row prefill
 // of one sequence, 4 sequences of 512 rows, and decode calls of one row for 1/16/64 sequences. Prints microseconds
 // a call (one layer), the recurrence's rows per microsecond and the first digits of its output's sha256 (the same
 // calls in the same order give the same bits).
@@ -110,7 +110,7 @@ void run_shape(const Shape& shape, int reps) {
   const DeltaNetShape& sh = shape.layer;
   std::printf("\n%s: %d key / %d value heads, key_dim %d, value_dim %d, conv kernel %d; mean of %d calls\n",
               shape.name, sh.key_heads, sh.value_heads, sh.key_dim, sh.value_dim, sh.conv_kernel, reps);
-  std::printf("%-6s %6s %10s %10s %14s %10s %12s %18s\n", "seqs", "rows", "case", "conv us", "recurrence us",
+  std::printf("%-6s %6s %10s %10s %14s %10s %12s %18s\n", "seqs", "rows", "case", "conv+qk us", "recurrence us",
               "norm us", "rec rows/us", "recurrence sha256");
   struct Case {
     int seqs, rows;
@@ -125,7 +125,7 @@ void run_shape(const Shape& shape, int reps) {
     void* st = b.stream.handle();
     const float* ba = b.fused + sh.conv_channels() + sh.value_channels();
     const double conv_s =
-        b.time(reps, [&] { k::deltanet_conv(b.fused, b.W, T, b.weight, sh, batch, b.conv, st); });
+        b.time(reps, [&] { k::deltanet_conv_normalized(b.fused, b.W, T, b.weight, sh, batch, b.conv, st); });
     const double rec_s = b.time(reps, [&] {
       k::deltanet_recurrence(b.conv, T, ba, ba + sh.value_heads, b.W, b.a_log, b.dt_bias, sh, batch, b.core, st);
     });

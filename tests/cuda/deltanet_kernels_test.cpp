@@ -131,32 +131,43 @@ class GpuLayer {
               const std::vector<float>* core_in = nullptr) {
     const DeltaNetShape& s = l_.shape;
     const int T = total_rows(seqs), C = s.conv_channels(), V = s.value_channels(), W = l_.width();
-    std::vector<k::DeltaNetSeq> descs;
-    std::vector<k::DeltaNetSnapshot> taps;
-    int first = 0;
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      const int64_t state = (first_slot + int64_t(i)) * slot_;
-      descs.push_back({first, seqs[i].rows, state, seqs[i].fresh ? 1 : 0, int(taps.size()), int(seqs[i].taps.size())});
-      for (int after : seqs[i].taps) taps.push_back({after, (first_snapshot + int64_t(taps.size())) * slot_});
-      first += seqs[i].rows;
-    }
-    k::DeltaNetBatch batch{gpu_.upload(descs), int(descs.size()), gpu_.upload(taps), states_ + kLayerOffset,
-                           snapshots_ + kLayerOffset};
+    const k::DeltaNetBatch batch = upload_batch(seqs, first_slot, first_snapshot);
     const float* in = gpu_.upload(fused);
     float* conv = gpu_.poisoned<float>(size_t(T) * C);
     float* core = gpu_.poisoned<float>(size_t(T) * V);
     uint16_t* normed = gpu_.poisoned<uint16_t>(size_t(T) * V);
     k::deltanet_conv(in, W, T, weight_, s, batch, conv, gpu_.stream());
     Outputs o;
-    o.conv = gpu_.download(conv, size_t(T) * C);  // before the recurrence normalises its q and k in place
-    k::deltanet_recurrence(conv_in ? gpu_.upload(*conv_in) : conv, T, in + l_.b_at(), in + l_.a_at(), W, a_log_,
-                           dt_bias_, s, batch, core, gpu_.stream());
+    o.conv = gpu_.download(conv, size_t(T) * C);  // before its q and k are normalised in place
+    float* recurrence_in = conv_in ? gpu_.upload(*conv_in) : conv;
+    k::deltanet_normalize(recurrence_in, T, s, gpu_.stream());
+    k::deltanet_recurrence(recurrence_in, T, in + l_.b_at(), in + l_.a_at(), W, a_log_, dt_bias_, s, batch, core,
+                           gpu_.stream());
     k::deltanet_gated_norm(core_in ? gpu_.upload(*core_in) : core, in + l_.z_at(), W, norm_, T, s, normed,
                            gpu_.stream());
     o.core = gpu_.download(core, size_t(T) * V);
     o.normed = from_bf16(gpu_.download(normed, size_t(T) * V));
-    for (size_t i = 0; i < seqs.size(); ++i) o.states.push_back(state(first_slot + int(i)));
-    for (size_t j = 0; j < taps.size(); ++j) o.snapshots.push_back(snapshot(first_snapshot + int(j)));
+    collect_states(o, seqs.size(), first_slot, first_snapshot);
+    return o;
+  }
+
+  // The normalised conv of `fused` for `seqs` (slots as in run): deltanet_conv_normalized when `fused_kernel`,
+  // else deltanet_conv then deltanet_normalize. Fills conv, states and snapshots.
+  Outputs normalized_conv(const std::vector<float>& fused, const std::vector<SeqSpec>& seqs, bool fused_kernel) {
+    const DeltaNetShape& s = l_.shape;
+    const int T = total_rows(seqs), C = s.conv_channels();
+    const k::DeltaNetBatch batch = upload_batch(seqs, 0, 0);
+    const float* in = gpu_.upload(fused);
+    float* conv = gpu_.poisoned<float>(size_t(T) * C);
+    if (fused_kernel) {
+      k::deltanet_conv_normalized(in, l_.width(), T, weight_, s, batch, conv, gpu_.stream());
+    } else {
+      k::deltanet_conv(in, l_.width(), T, weight_, s, batch, conv, gpu_.stream());
+      k::deltanet_normalize(conv, T, s, gpu_.stream());
+    }
+    Outputs o;
+    o.conv = gpu_.download(conv, size_t(T) * C);
+    collect_states(o, seqs.size(), 0, 0);
     return o;
   }
 
@@ -168,8 +179,31 @@ class GpuLayer {
   }
 
  private:
+  // The call's sequence and snapshot descriptors in device memory.
+  k::DeltaNetBatch upload_batch(const std::vector<SeqSpec>& seqs, int first_slot, int first_snapshot) {
+    std::vector<k::DeltaNetSeq> descs;
+    std::vector<k::DeltaNetSnapshot> taps;
+    int first = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const int64_t state = (first_slot + int64_t(i)) * slot_;
+      descs.push_back({first, seqs[i].rows, state, seqs[i].fresh ? 1 : 0, int(taps.size()), int(seqs[i].taps.size())});
+      for (int after : seqs[i].taps) taps.push_back({after, (first_snapshot + int64_t(taps.size())) * slot_});
+      first += seqs[i].rows;
+    }
+    taps_ = int(taps.size());
+    return {gpu_.upload(descs), int(descs.size()), gpu_.upload(taps), states_ + kLayerOffset,
+            snapshots_ + kLayerOffset};
+  }
+
+  // Each sequence's state and each tap's snapshot after the last call (as upload_batch placed them).
+  void collect_states(Outputs& o, size_t seqs, int first_slot, int first_snapshot) {
+    for (size_t i = 0; i < seqs; ++i) o.states.push_back(state(first_slot + int(i)));
+    for (int j = 0; j < taps_; ++j) o.snapshots.push_back(snapshot(first_snapshot + j));
+  }
+
   Gpu& gpu_;
   const Layer& l_;
+  int taps_ = 0;
   int64_t slot_;
   float* states_ = nullptr;
   float* snapshots_ = nullptr;
@@ -308,6 +342,25 @@ TEST(CudaDeltaNet, SequenceBitsDoNotDependOnTheBatch) {
       first_tap += int(q.taps.size());
     }
   });
+}
+
+// Calls where every sequence has one row take the one-kernel conv step; it gives the bits of the conv, its tail
+// and the normalisation run apart. Also a call with as many rows as sequences that are not one each.
+TEST(CudaDeltaNet, OneKernelConvStepEqualsConvThenNormalize) {
+  FS_REQUIRE_GPU();
+  std::mt19937 rng(17);
+  const std::vector<SeqSpec> one_row_each = {{1, false, {1}}, {1, true, {}}, {1, false, {}}, {1, true, {1}}};
+  const std::vector<SeqSpec> uneven = {{2, false, {1, 2}}, {0, false, {}}, {1, true, {1}}};
+  for (const Case& c : kCases)
+    for (const auto* seqs : {&one_row_each, &uneven}) {
+      SCOPED_TRACE(name(c) + (seqs == &uneven ? ", uneven rows" : ", one row each"));
+      Gpu gpu;
+      const Layer l = random_layer(rng, c.key_heads, c.group, c.key_dim, c.value_dim);
+      const auto fused = random_floats(rng, size_t(total_rows(*seqs)) * l.width());
+      const auto states = random_states(rng, l, seqs->size());
+      GpuLayer apart(gpu, l, states, total_taps(*seqs)), together(gpu, l, states, total_taps(*seqs));
+      EXPECT_TRUE(same_bits(together.normalized_conv(fused, *seqs, true), apart.normalized_conv(fused, *seqs, false)));
+    }
 }
 
 TEST(CudaDeltaNet, ChunkedEqualsWholeBitForBit) {

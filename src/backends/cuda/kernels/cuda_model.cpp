@@ -550,7 +550,7 @@ class CudaModel final : public Model {
                                  states_.base() + d.state_offset, in.snapshots ? in.snapshots + d.state_offset : nullptr};
     const float* fused = at<float>(s.qkv);
     k::gemm(at<uint16_t>(s.xn), at<uint16_t>(D.w_in), nullptr, at<float>(s.qkv), T, W, H, false, st);
-    k::deltanet_conv(fused, W, T, at<float>(D.conv), sh, batch, at<float>(s.q), st);
+    k::deltanet_conv_normalized(fused, W, T, at<float>(D.conv), sh, batch, at<float>(s.q), st);
     k::deltanet_recurrence(at<float>(s.q), T, fused + C + V, fused + C + V + nv, W, at<float>(D.a_log),
                            at<float>(D.dt_bias), sh, batch, at<float>(s.gu), st);
     k::deltanet_gated_norm(at<float>(s.gu), fused + C, W, at<float>(D.norm), T, sh, at<uint16_t>(s.act), st);

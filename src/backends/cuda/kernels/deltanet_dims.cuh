@@ -1,9 +1,10 @@
 #pragma once
-// What the Gated DeltaNet kernel files share (included by deltanet.cu and deltanet_recurrence.cu only): the sizes
-// the kernels use, checked on the host, and the activations.
+// What the Gated DeltaNet kernel files share (included by the deltanet*.cu files only): the sizes the kernels use,
+// checked on the host, the activations and the q/k normalisation.
 #include <cmath>
 #include <string>
 
+#include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/deltanet_ops.h"
 #include "core/error.h"
 
@@ -11,6 +12,7 @@ namespace fs::cuda::kernels::deltanet_detail {
 
 constexpr int kMaxConvKernel = 8;
 constexpr int kMaxKeyDim = 128;
+constexpr int kKeysPerLane = kMaxKeyDim / 32;  // values of one q or k head a lane holds
 
 // The sizes the kernels use, from DeltaNetShape on the host.
 struct Dims {
@@ -53,5 +55,14 @@ inline Dims dims_of(const DeltaNetShape& s) {
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+// x · rsqrt(Σx² + 1e-6) · scale over the n values a warp holds (lane's at lane + 32i), into dst.
+__device__ __forceinline__ void l2_normalize(const float (&x)[kKeysPerLane], int n, float scale, float* dst) {
+  const int lane = threadIdx.x % 32;
+  const float inv = 1.0f / sqrtf(warp_sum(lane_sum_squares(x, n)) + 1e-6f);
+#pragma unroll
+  for (int i = 0; i < kKeysPerLane; ++i)
+    if (lane + 32 * i < n) dst[lane + 32 * i] = (x[i] * inv) * scale;
+}
 
 }  // namespace fs::cuda::kernels::deltanet_detail

@@ -40,11 +40,19 @@ struct DeltaNetBatch {
 void deltanet_conv(const float* in, int in_stride, int T, const float* weight, const DeltaNetShape& shape,
                    const DeltaNetBatch& batch, float* out, void* stream);
 
-// The gated delta rule per (sequence, value head), token by token: conv [T, conv_channels] (the conv output), b and
-// a at [r·ab_stride + head], a_log and dt_bias [value_heads] → out [T, value_channels]; the delta state follows the
-// conv tail (zero when fresh) and is updated; taps get it after their rows. key_dim ≤ 128. The q and k channels of
-// conv are L2-normalised in place first.
-void deltanet_recurrence(float* conv, int T, const float* b, const float* a, int ab_stride, const float* a_log,
+// The q and k channels of conv [T, conv_channels] L2-normalised in place (x / sqrt(Σx² + 1e-6)), q also scaled by
+// 1/sqrt(key_dim): the form the recurrence reads.
+void deltanet_normalize(float* conv, int T, const DeltaNetShape& shape, void* stream);
+
+// deltanet_conv then deltanet_normalize on its output, the same bits; when every sequence has one row (T equals
+// the sequence count: decode rounds) one kernel does both.
+void deltanet_conv_normalized(const float* in, int in_stride, int T, const float* weight, const DeltaNetShape& shape,
+                              const DeltaNetBatch& batch, float* out, void* stream);
+
+// The gated delta rule per (sequence, value head), token by token: conv [T, conv_channels] (the conv output, q and k
+// normalised), b and a at [r·ab_stride + head], a_log and dt_bias [value_heads] → out [T, value_channels]; the delta
+// state follows the conv tail (zero when fresh) and is updated; taps get it after their rows. key_dim ≤ 128.
+void deltanet_recurrence(const float* conv, int T, const float* b, const float* a, int ab_stride, const float* a_log,
                          const float* dt_bias, const DeltaNetShape& shape, const DeltaNetBatch& batch, float* out,
                          void* stream);
 

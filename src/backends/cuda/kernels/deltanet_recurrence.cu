@@ -1,6 +1,6 @@
-// The gated delta rule: q and k L2-normalised in place (a warp per (row, key head)), then a block per (sequence,
-// value head, 32 state columns) runs the tokens in order, four lanes per column each holding a quarter of the state
-// rows of one or two columns (Layout), token tiles streaming through shared memory.
+// The gated delta rule on L2-normalised q and k: a block per (sequence, value head, 32 state columns) runs the
+// tokens in order, four lanes per column each holding a quarter of the state rows of one or two columns (Layout),
+// token tiles streaming through shared memory.
 #include <cstdint>
 #include <type_traits>
 
@@ -18,7 +18,6 @@ using namespace deltanet_detail;
 
 constexpr int kLanesPerColumn = 4;
 constexpr int kPrefillTile = 32;  // tokens a block stages at once when sequences have many rows
-constexpr int kNormalizeWarps = 8;  // (row, key head) pairs of a normalisation block
 
 // How a block's threads hold its state columns: each thread COLUMNS of the BLOCK_COLUMNS, kColumnStride apart.
 template <int COLUMNS, int BLOCK_COLUMNS>
@@ -29,32 +28,6 @@ struct Layout {
   static constexpr int kThreads = kLanesPerColumn * kColumnStride;
   static_assert(BLOCK_COLUMNS % COLUMNS == 0 && kThreads % 32 == 0, "whole warps of whole columns");
 };
-
-constexpr int kKeysPerLane = kMaxKeyDim / 32;  // values of one q or k head a lane holds
-
-// x · rsqrt(Σx² + 1e-6) · scale over the n values a warp holds (lane's at lane + 32i), into dst.
-__device__ void l2_normalize(const float (&x)[kKeysPerLane], int n, float scale, float* dst) {
-  const int lane = threadIdx.x % 32;
-  const float inv = 1.0f / sqrtf(warp_sum(lane_sum_squares(x, n)) + 1e-6f);
-#pragma unroll
-  for (int i = 0; i < kKeysPerLane; ++i)
-    if (lane + 32 * i < n) dst[lane + 32 * i] = (x[i] * inv) * scale;
-}
-
-// Per (row, key head): q and k of the conv output L2-normalised in place, q also scaled (a warp each, kNormalizeWarps
-// of them a block); both heads' loads are issued at once.
-__global__ void __launch_bounds__(kNormalizeWarps * 32) normalize_kernel(float* conv, int T, Dims d) {
-  let_next_grid_start();
-  wait_for_previous_grid();
-  const int heads = d.KC / d.dk, pair = blockIdx.x * kNormalizeWarps + threadIdx.x / 32;
-  if (pair >= T * heads) return;
-  float* row = conv + size_t(pair / heads) * d.C + size_t(pair % heads) * d.dk;
-  float q[kKeysPerLane], k[kKeysPerLane];
-  load_lane_values(row, d.dk, q);
-  load_lane_values(row + d.KC, d.dk, k);
-  l2_normalize(q, d.dk, d.q_scale, row);
-  l2_normalize(k, d.dk, 1.0f, row + d.KC);
-}
 
 // Sum over the four lanes of a column: every lane gets the same bits.
 __device__ __forceinline__ float column_sum(float v) {
@@ -312,17 +285,12 @@ __global__ void __launch_bounds__(L::kThreads, TILE > 1 ? 1 : 4)
 
 }  // namespace
 
-void deltanet_recurrence(float* conv, int T, const float* b, const float* a, int ab_stride, const float* a_log,
+void deltanet_recurrence(const float* conv, int T, const float* b, const float* a, int ab_stride, const float* a_log,
                          const float* dt_bias, const DeltaNetShape& shape, const DeltaNetBatch& batch, float* out,
                          void* stream) {
   const Dims d = dims_of(shape);
   check_batch(T, batch);
   if (T == 0 || batch.count == 0) return;
-  // Every row's q and k normalised at once, so the recurrence's token loop waits on no reduction.
-  const unsigned pairs = unsigned(int64_t(T) * (d.KC / d.dk));
-  launch_overlapping_kernel("deltanet_normalize", normalize_kernel,
-                            dim3((pairs + kNormalizeWarps - 1) / kNormalizeWarps), dim3(kNormalizeWarps * 32), 0,
-                            stream, conv, T, d);
   // 16-byte copies when every q, k and v piece starts on a 16-byte boundary.
   const bool vec = d.C % 4 == 0 && d.dk % 4 == 0 && d.dv % 4 == 0 && reinterpret_cast<uintptr_t>(conv) % 16 == 0;
   // Calls of one row per sequence (decode rounds) stage single tokens and give a thread one column, so more warps
