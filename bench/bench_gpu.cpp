@@ -243,24 +243,39 @@ void decode_rounds(Model& model, std::mt19937& rng, int max_rows, bool only_larg
 }
 
 // Batch-1 greedy decode by direct forward calls: a 32-token prompt from `rng`, 8 warm-up steps, then `steps` timed
-// ones; seconds per timed step and the sha256 of every id.
+// ones; seconds per timed step and the sha256 of every id. Each step's id is picked as the engine picks it
+// (forward_sampled, greedy: on the device where the model samples there), or with `host_pick` from the whole
+// logits row brought to the host.
 struct Batch1Decode {
   double step_seconds = 0;
   std::string sha;
 };
 
-Batch1Decode batch1_decode(Model& model, std::mt19937& rng, int steps) {
+Batch1Decode batch1_decode(Model& model, std::mt19937& rng, int steps, bool host_pick = false) {
   Direct d(model, 64 + steps + 16);
   auto ids = random_ids(rng, 32, model.config().vocab_size);
   auto logits = d.run(ids, 0);
+  int32_t id = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
   int pos = int(ids.size());
+  std::vector<RowSampling> greedy(1);
+  greedy[0].mode = RowSampling::Mode::Greedy;
   Sha256 sha;
   Clock::time_point s;
   for (int i = 0; i < steps + 8; ++i) {
     if (i == 8) s = Clock::now();  // the first steps warm up
-    int32_t id = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
     sha.update(&id, sizeof id);
-    logits = d.run({id}, pos++);
+    if (host_pick) {
+      logits = d.run({id}, pos++);
+      id = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      continue;
+    }
+    const std::vector<int32_t> token{id};
+    SequenceChunk c{token, pos++, d.pages};
+    c.state_slot = d.slot;
+    const SampledForward out = model.forward_sampled(std::span<const SequenceChunk>(&c, 1), greedy, d.pool);
+    // A model that samples on the host gives the row back as logits.
+    id = out.ids.at(0) >= 0 ? out.ids[0]
+                            : int32_t(std::max_element(out.logits.begin(), out.logits.end()) - out.logits.begin());
   }
   return {seconds_since(s) / steps, Sha256::hex(sha.finish())};
 }
@@ -515,6 +530,7 @@ int bench(int argc, char** argv) {
     std::printf("prefill %d tokens: %.1f ms, %.0f tok/s\n", prefill, times[1] * 1e3, prefill / times[1]);
   }
   const std::mt19937 before_decode = rng;
+  std::mt19937 host_pick_rng = rng;
   const Batch1Decode step = batch1_decode(*model, rng, decode);
   {
     const double rate = 1.0 / step.step_seconds;
@@ -522,6 +538,10 @@ int bench(int argc, char** argv) {
     std::printf("batch-1 decode: %.1f tok/s; floor %.1f tok/s (weight bytes / copy rate); fraction %.2f; "
                 "token_sha256 %s\n",
                 rate, floor_rate, rate / floor_rate, step.sha.c_str());
+    const Batch1Decode host = batch1_decode(*model, host_pick_rng, decode, true);
+    std::printf("batch-1 decode, each logits row brought to the host for the pick: %.1f tok/s; fraction %.2f; "
+                "token_sha256 %s\n",
+                1.0 / host.step_seconds, 1.0 / host.step_seconds / floor_rate, host.sha.c_str());
   }
   if (model->memory_spec().has_state())
     std::printf("verify windows: skipped (a recurrent model verifies through state snapshots)\n");
