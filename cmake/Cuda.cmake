@@ -21,8 +21,8 @@ message(STATUS "foldserve CUDA backend: ${FOLDSERVE_WITH_CUDA}")
 
 # Compile settings of a target holding .cu files: Hopper machine code (sm_90a), C++17 device code, and the project's warning
 # flags passed to nvcc's host compiler instead of nvcc itself.
-# Machine code targets: Hopper by default; "80-real;89-real;90a-real" adds Ampere and Ada (the kernels use sm_80
-# features only; those cards are untested).
+# Machine code targets: Hopper (sm_90a). Other targets compile, but the GEMMs (wgmma, bulk tensor copies) and the
+# sampler (thread-block clusters) trap there.
 set(FOLDSERVE_CUDA_ARCHS "90a-real" CACHE STRING "CUDA architectures of the kernels")
 function(foldserve_cuda_target target)
   set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${FOLDSERVE_CUDA_ARCHS}" CUDA_STANDARD 17

@@ -191,6 +191,18 @@ TEST(CudaSampling, GreedyTiesGoToTheLowestId) {
   }
   auto ids = device_choice(gpu, cases, 100);
   for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(ids[i], host_choice(cases[i].logits, cases[i].row)) << i;
+  // Ties far apart in a long row, which different blocks of the row's cluster read.
+  std::vector<Case> wide(3);
+  for (size_t i = 0; i < wide.size(); ++i) {
+    wide[i].logits.assign(20000, -3.0f);
+    for (int j : {19999, 9000, 4600, 513}) wide[i].logits[size_t(j)] = 4.0f;
+    wide[i].logits[513] = i == 1 ? 3.0f : 4.0f;  // the second row's lowest tie is at 4600
+    wide[i].row.mode = i == 2 ? 2 : 1;
+    wide[i].row.top_k = 1;
+  }
+  const auto wide_ids = device_choice(gpu, wide, 20000);
+  for (size_t i = 0; i < wide.size(); ++i) EXPECT_EQ(wide_ids[i], host_choice(wide[i].logits, wide[i].row)) << i;
+  EXPECT_EQ(wide_ids[1], 4600);
   Case z;  // -0 and +0 tie
   z.logits = {-1.0f, -0.0f, 0.0f};
   z.row.mode = 1;

@@ -1,7 +1,7 @@
 #pragma once
 // The Hopper (sm_90a) PTX of the warp-specialized GEMMs: mbarriers, bulk tensor copies (TMA), wgmma on shared-memory
 // descriptors (128-byte swizzle, K-major; the wgmma shapes are in hopper_wgmma.cuh), setmaxnreg and the exchange
-// between the CTAs of a cluster.
+// between the CTAs of a cluster (also the sampler's).
 #include <cstdint>
 
 #include "backends/cuda/kernels/hopper_wgmma.cuh"
@@ -76,6 +76,10 @@ __device__ __forceinline__ uint32_t cluster_address(const void* p, uint32_t rank
 
 __device__ __forceinline__ void cluster_store(uint32_t address, float v) {
   asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(address), "f"(v) : "memory");
+}
+
+__device__ __forceinline__ void cluster_store(uint32_t address, unsigned long long v) {
+  asm volatile("st.shared::cluster.u64 [%0], %1;\n" ::"r"(address), "l"(v) : "memory");
 }
 
 // One arrival on a barrier of another cluster CTA, releasing this thread's earlier writes to it.

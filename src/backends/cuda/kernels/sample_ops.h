@@ -1,6 +1,7 @@
 #pragma once
 // Token choice on the device from rows of logits: greedy, and temperature draws with top-k, min-p and top-p from an
-// uploaded uniform. One block per row with fixed-order sums, so a row's id depends only on its logits and request.
+// uploaded uniform. A cluster of blocks per row finds its best key, then one block goes on with fixed-order sums, so a
+// row's id depends only on its logits and request. Hopper (sm_90) and later: the clusters.
 #include <cstdint>
 
 namespace fs::cuda::kernels {

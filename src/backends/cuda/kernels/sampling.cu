@@ -2,8 +2,11 @@
 // keys order tokens exactly as the host sampler does (logit descending, ties by lowest id). Top-k, top-p and the
 // draw each find a threshold key by descending its 4-bit digits from the top: per digit, each thread sums weights
 // into its own column of 16 bins in index order, the bins are reduced in a fixed tree, and the largest digit whose
-// suffix sum satisfies the bound is kept. All sums run in a fixed order inside one block per row.
+// suffix sum satisfies the bound is kept. All sums run in a fixed order inside one block per row; the row's best key
+// (all greedy needs) is found by a cluster of blocks, each taking every kCluster-th run of the row, and the max of
+// their maxima is the same key whichever finds it.
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/hopper_ptx.cuh"
 #include "backends/cuda/kernels/launch.cuh"
 #include "backends/cuda/kernels/sample_ops.h"
 
@@ -12,6 +15,7 @@ namespace fs::cuda::kernels {
 namespace {
 
 constexpr int kThreads = 512;
+constexpr int kCluster = 8;  // blocks of a row: they share the pass over its logits that finds the best key
 constexpr int kWarps = kThreads / 32;
 constexpr int kIdBits = 20;
 constexpr uint64_t kIdMask = (uint64_t{1} << kIdBits) - 1;
@@ -105,24 +109,33 @@ __device__ uint64_t descend(const float* row, int n, Weight weight, float target
   return prefix;
 }
 
-__global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, int vocab, const SampleRow* params,
-                                                          int32_t* ids) {
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
+    sample_kernel(const float* logits, int vocab, const SampleRow* params, int32_t* ids) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // clusters need sm_90
+#else
   wait_for_previous_grid();
   __shared__ Shared sh;
-  const int r = blockIdx.x, tid = threadIdx.x;
+  __shared__ unsigned long long cluster_best[kCluster];  // in block 0: each block's best key
+  const int r = blockIdx.x / kCluster, tid = threadIdx.x;
+  const uint32_t rank = hopper::cluster_rank();
   const SampleRow p = params[r];
   if (p.mode != 1 && p.mode != 2) {
-    if (tid == 0) ids[r] = -1;
+    if (rank == 0 && tid == 0) ids[r] = -1;
     return;
   }
   const float* row = logits + size_t(r) * size_t(vocab);
   uint64_t best = 0;
 #pragma unroll 8
-  for (int i = tid; i < vocab; i += kThreads) {
+  for (int i = int(rank) * kThreads + tid; i < vocab; i += kThreads * kCluster) {
     const uint64_t key = rank_key(row[i], i);
     best = key > best ? key : best;
   }
   best = block_extreme<true>(best, sh);
+  if (tid == 0) hopper::cluster_store(hopper::cluster_address(&cluster_best[rank], 0), (unsigned long long)best);
+  hopper::cluster_sync();
+  if (rank != 0) return;  // block 0 goes on alone; no block reads another's memory from here
+  for (int b = 0; b < kCluster; ++b) best = cluster_best[b] > best ? cluster_best[b] : best;
   if (p.mode == 1 || !(p.temperature > 0.0f)) {
     if (tid == 0) ids[r] = id_of(best);
     return;
@@ -170,6 +183,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
     pick = block_extreme<false>(low, sh);
   }
   if (tid == 0) ids[r] = id_of(pick);
+#endif
 }
 
 }  // namespace
@@ -179,7 +193,8 @@ void sample_rows(const float* logits, int rows, int vocab, const SampleRow* para
     throw Error("device sampling supports vocabularies of 1.." + std::to_string(kMaxSampleVocab) + " tokens, not " +
                 std::to_string(vocab));
   if (rows <= 0) return;
-  launch_overlapping_kernel("sample_rows", sample_kernel, dim3(rows), dim3(kThreads), 0, stream, logits, vocab, params, ids);
+  launch_overlapping_kernel("sample_rows", sample_kernel, dim3(rows * kCluster), dim3(kThreads), 0, stream, logits,
+                            vocab, params, ids);
 }
 
 }  // namespace fs::cuda::kernels
