@@ -54,14 +54,15 @@ bool uneven_waves(int tiles) {
 
 // The variant `gemm` runs for a shape: a function of (m, n, k) and the multiprocessor count alone.
 int pick_variant(int m, int n, int k) {
-  (void)k;
   // Few column tiles (about half the multiprocessors or fewer; up to three quarters at 8 rows or fewer) go to
   // clusters of 2 CTAs, each on half the slices. Slightly more tiles (73…88: a hidden size of 5120) go to 128-column
-  // tiles in clusters of 2 above 8 rows, as do tiles whose persistent waves come out uneven: both halve a CTA's k
-  // and read the rows from L2 once per 128 columns.
+  // tiles in clusters of 2 above 8 rows, and at 8 rows or fewer when k is long (12 slices or more: Qwen3.5-27B's
+  // down), as do tiles whose persistent waves come out uneven: both halve a CTA's k and read the rows from L2 once
+  // per 128 columns.
   const int tiles = (n + 63) / 64;
   const bool split = tiles <= 72, wide_split = !split && tiles <= 88;
   if (m > 64) return 2;
+  if (m <= 8 && wide_split && WgmmaRows<8, 12, 1>::slices(k) >= 12) return 13;
   if (m <= 8) return tiles <= 96 ? 4 : uneven_waves<WgmmaRows<8, 12, 1>>(tiles) ? 13 : 3;
   // 9…16 rows over many column tiles: the 32-row tile's smaller ring fits two CTAs on an SM, which streams faster.
   if (m <= 16) return split ? 6 : wide_split || uneven_waves<WgmmaRows<32, 8, 1>>(tiles) ? 13 : 7;
