@@ -15,7 +15,8 @@
 // chunks of a row run one after another in its CTA (the running total kept in the row's q, read only at the start),
 // or, in calls of up to 64 rows given split scratch, on `workers` CTAs that write chunk records; the last to finish
 // combines them. Either way a row's bits depend only on its q, its keys and its key count, never on the rows sharing
-// the tile or the call.
+// the tile or the call. With one row per CTA, the first chunk's key slots and those of its first blocks that earlier
+// passes wrote are requested before the wait for the kernels that write q and this pass's keys.
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/launch.cuh"
 #include "backends/cuda/kernels/mma_ptx.cuh"
@@ -149,19 +150,36 @@ __device__ __forceinline__ void load_block(uint16_t* stage, const Params& p, con
   }
 }
 
+// The first stages of a chunk, blocks [b0, b1): its key slots, then the copies of its first blocks (a commit group
+// each, as run_chunk issues them) as long as every key of the block is below `settled`; returns how many.
+template <int HD, int TILES>
+__device__ __forceinline__ int start_chunk(const Params& p, uint16_t* kv_smem, int32_t* key_slots, int seg,
+                                           const int32_t* table, int keys, int kvh, int b0, int b1, int settled) {
+  using L = Layout<HD, TILES>;
+  find_key_slots(key_slots, p, seg, table, keys, b0, b1, L::kThreads);
+  __syncthreads();
+  int issued = 0;
+  for (; issued < L::kStages - 1 && b0 + issued < b1 && (b0 + issued + 1) * kBlockKeys <= settled; ++issued) {
+    load_block<HD, TILES>(kv_smem + issued * L::kStageElems, p, key_slots + issued * kBlockKeys, kvh);
+    copy_commit();
+  }
+  return issued;
+}
+
 // One chunk of a segment: blocks [b0, b1) through the pipeline into the warps' online softmax (state from empty),
-// then each warp's state into `merge` (shared memory over the pipeline's stages).
+// then each warp's state into `merge` (shared memory over the pipeline's stages). `started`: start_chunk ran, and
+// its first `issued` blocks are on their way.
 template <int HD, int TILES>
 __device__ __forceinline__ void run_chunk(const Params& p, uint16_t* kv_smem, float* merge, int32_t* key_slots,
                                           const uint32_t (&qf)[HD / 16][4], const int (&row_keys)[2], int seg,
-                                          const int32_t* table, int keys, int kvh, int b0, int b1) {
+                                          const int32_t* table, int keys, int kvh, int b0, int b1, bool started,
+                                          int issued) {
   using L = Layout<HD, TILES>;
   const int tid = threadIdx.x, tile = tid / (32 * kWarps), warp = (tid / 32) % kWarps, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   auto slots_of = [&](int b) { return key_slots + (b - b0) * kBlockKeys; };
-  find_key_slots(key_slots, p, seg, table, keys, b0, b1, L::kThreads);
-  __syncthreads();
-  for (int s = 0; s < L::kStages - 1; ++s) {
+  if (!started) issued = start_chunk<HD, TILES>(p, kv_smem, key_slots, seg, table, keys, kvh, b0, b1, 0);
+  for (int s = issued; s < L::kStages - 1; ++s) {
     if (b0 + s < b1) load_block<HD, TILES>(kv_smem + s * L::kStageElems, p, slots_of(b0 + s), kvh);
     copy_commit();
   }
@@ -282,10 +300,21 @@ __device__ __forceinline__ int first_record(const Params& p, int row) {
   return at;
 }
 
+// The keys of row `row`'s sequence that earlier passes wrote: those before its first row in this call (none for
+// tree rows). With one row per CTA they are read before griddepcontrol.wait; the page tables and row counts come
+// from the pass's uploaded metadata, which no kernel writes.
+__device__ __forceinline__ int settled_keys(const Params& p, int row, int table_at) {
+  if (is_tree_row(p.kv, row)) return 0;
+  int first = row;
+  for (; first > 0 && p.kv.row_table[first - 1] == table_at; --first)
+    if (is_tree_row(p.kv, first - 1)) return 0;
+  return p.kv.row_keys[first] - 1;
+}
+
 template <int HD, int TILES>
 __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p) {
   let_next_grid_start();
-  wait_for_previous_grid();
+  if constexpr (TILES > 1) wait_for_previous_grid();
   using L = Layout<HD, TILES>;
   extern __shared__ __align__(16) uint16_t smem[];
   uint16_t* qs = smem;
@@ -327,6 +356,16 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
       return p.split.records + size_t(record0 + c) * record + size_t(head0 + slot % tile_heads) * (HD + 2);
     };
 
+    // One row per CTA: the first chunk's key slots and its blocks that earlier passes wrote are on their way before
+    // the wait for the kernels that write q and this pass's keys.
+    const int first_chunk = split ? int(blockIdx.z) : 0;
+    int issued = 0;
+    if constexpr (TILES == 1) {
+      issued = start_chunk<HD, TILES>(p, kv_smem, key_slots, seg, table, keys, kvh, first_chunk * kChunkBlocks,
+                                      min(blocks, (first_chunk + 1) * kChunkBlocks), settled_keys(p, seg, table_at));
+      wait_for_previous_grid();
+    }
+
     // Q tile → bf16 in shared memory (padding slots zero), then into registers.
     for (int e = tid; e < L::kSlots * HD / 4; e += L::kThreads) {
       const int i = e / (HD / 4), d = (e % (HD / 4)) * 4;
@@ -348,9 +387,9 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
       ldmatrix_x4(qf[kk], qs + (tile * kTile + (lane / 8) % 2 * 8 + lane % 8) * L::kStride + kk * 16 + (lane / 16) * 8);
     __syncthreads();  // every slot's q is in registers: a running total may now overwrite it
 
-    for (int c = split ? int(blockIdx.z) : 0; c < chunks; c += split ? p.workers : 1) {
+    for (int c = first_chunk; c < chunks; c += split ? p.workers : 1) {
       run_chunk<HD, TILES>(p, kv_smem, merge, key_slots, qf, row_keys, seg, table, keys, kvh, c * kChunkBlocks,
-                           min(blocks, (c + 1) * kChunkBlocks));
+                           min(blocks, (c + 1) * kChunkBlocks), TILES == 1 && c == first_chunk, issued);
       const float* run_in = run + (c % 2) * 2 * L::kSlots;
       float* run_out = run + ((c + 1) % 2) * 2 * L::kSlots;
       for (int e = tid; e < active * (HD / 2); e += L::kThreads) {
