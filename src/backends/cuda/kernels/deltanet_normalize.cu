@@ -39,8 +39,8 @@ __host__ __device__ inline int step_groups(const Dims& d) {
 }
 
 // A warp per (sequence, channel group); lane holds channels lane + 32i of the group. Its window keeps the last
-// K − 1 inputs (window[j], j ≥ skip, oldest first, as conv_kernel keeps them), so every output is conv_kernel's fmaf
-// chain and every q and k head is normalize_kernel's sums; the tail and snapshots are conv_tail_kernel's values.
+// K − 1 inputs (window[j], j ≥ skip, oldest first, as conv_kernel keeps them), so every output is conv_kernel's
+// fmaf chain and every q and k head is normalize_kernel's sums; the tail and snapshots are conv_tail_kernel's values.
 __global__ void __launch_bounds__(kStepWarps * 32)
     conv_step_kernel(const float* in, int in_stride, const float* weight, Dims d, DeltaNetBatch batch, float* out) {
   let_next_grid_start();
@@ -105,7 +105,8 @@ __global__ void __launch_bounds__(kStepWarps * 32)
       for (int i = 0; i < kKeysPerLane; ++i)
         if (lane + 32 * i < width) row[lane + 32 * i] = y[i];
     }
-    for (; tap < tap_end && batch.taps[tap].after_rows == t + 1; ++tap) store_window(batch.snapshots + batch.taps[tap].dest);
+    for (; tap < tap_end && batch.taps[tap].after_rows == t + 1; ++tap)
+      store_window(batch.snapshots + batch.taps[tap].dest);
   }
   store_window(tail);
 }
