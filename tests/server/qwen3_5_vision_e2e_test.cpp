@@ -62,6 +62,13 @@ class Qwen35VisionE2E : public ::testing::Test {
     cases_ = read_json_file(shared / "reference" / "tiny-qwen3.5-vl" / "cases.json");
   }
 
+  // The CPU server with images and `context` positions; the time bound per image is lifted, so the pixel limit it
+  // sets from the tower's speed measured at start cannot refuse the reference images on a busy machine.
+  std::vector<std::string> cpu_vision_flags(const std::string& context) const {
+    return {model_, "--vision", "--device", "cpu", "--context", context,
+            "--parallel", "2", "--max-image-seconds", "600"};
+  }
+
   // A reference prompt's messages with each image part as an image_url part carrying a data: URI.
   json messages_of(const json& prompt) const {
     json msgs = prompt["messages"];
@@ -89,7 +96,7 @@ class Qwen35VisionE2E : public ::testing::Test {
 };
 
 TEST_F(Qwen35VisionE2E, ReferencePromptsGiveTheReferenceGreedyIdsAndTheTowerRunsOncePerImage) {
-  ServerProcess server({model_, "--vision", "--device", "cpu", "--context", "1024", "--parallel", "2"});
+  ServerProcess server(cpu_vision_flags("1024"));
   ASSERT_TRUE(server.ready()) << server.stderr_text();
   ASSERT_FALSE(cases_["prompts"].empty());
   for (const auto& prompt : cases_["prompts"]) {
@@ -118,7 +125,7 @@ TEST_F(Qwen35VisionE2E, ReferencePromptsGiveTheReferenceGreedyIdsAndTheTowerRuns
 }
 
 TEST_F(Qwen35VisionE2E, ARepeatedImageResumesFromItsStateSnapshotAndAnotherImageOfTheSameGridDoesNot) {
-  ServerProcess server({model_, "--vision", "--device", "cpu", "--context", "1024", "--parallel", "2"});
+  ServerProcess server(cpu_vision_flags("1024"));
   ASSERT_TRUE(server.ready()) << server.stderr_text();
   const json& prompt = cases_["prompts"][0];
   ASSERT_EQ(prompt["messages"][0]["content"][0]["type"], "image");
@@ -159,7 +166,7 @@ TEST_F(Qwen35VisionE2E, ARepeatedImageResumesFromItsStateSnapshotAndAnotherImage
 }
 
 TEST_F(Qwen35VisionE2E, TextOnlyRepliesEqualTheServerWithoutTheImagePath) {
-  ServerProcess with_vision({model_, "--vision", "--device", "cpu", "--context", "512", "--parallel", "2"});
+  ServerProcess with_vision(cpu_vision_flags("512"));
   ServerProcess without({model_, "--device", "cpu", "--context", "512", "--parallel", "2"});
   ASSERT_TRUE(with_vision.ready()) << with_vision.stderr_text();
   ASSERT_TRUE(without.ready()) << without.stderr_text();
@@ -173,7 +180,7 @@ TEST_F(Qwen35VisionE2E, TextOnlyRepliesEqualTheServerWithoutTheImagePath) {
 }
 
 TEST_F(Qwen35VisionE2E, VideoPartsAndImagesOverTheAdmittedSizeAre400) {
-  ServerProcess server({model_, "--vision", "--device", "cpu", "--context", "1024", "--parallel", "2"});
+  ServerProcess server(cpu_vision_flags("1024"));
   ASSERT_TRUE(server.ready()) << server.stderr_text();
   json video = {{"messages",
                  {{{"role", "user"},
