@@ -242,6 +242,11 @@ void decode_rounds(Model& model, std::mt19937& rng, int max_rows, bool only_larg
   }
 }
 
+// The id of a logits row's largest value (the lowest among ties).
+int32_t argmax(const std::vector<float>& logits) {
+  return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
 // Batch-1 greedy decode by direct forward calls: a 32-token prompt from `rng`, 8 warm-up steps, then `steps` timed
 // ones; seconds per timed step and the sha256 of every id. Each step's id is picked as the engine picks it
 // (forward_sampled, greedy: on the device where the model samples there), or with `host_pick` from the whole
@@ -254,8 +259,7 @@ struct Batch1Decode {
 Batch1Decode batch1_decode(Model& model, std::mt19937& rng, int steps, bool host_pick = false) {
   Direct d(model, 64 + steps + 16);
   auto ids = random_ids(rng, 32, model.config().vocab_size);
-  auto logits = d.run(ids, 0);
-  int32_t id = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  int32_t id = argmax(d.run(ids, 0));
   int pos = int(ids.size());
   std::vector<RowSampling> greedy(1);
   greedy[0].mode = RowSampling::Mode::Greedy;
@@ -265,8 +269,7 @@ Batch1Decode batch1_decode(Model& model, std::mt19937& rng, int steps, bool host
     if (i == 8) s = Clock::now();  // the first steps warm up
     sha.update(&id, sizeof id);
     if (host_pick) {
-      logits = d.run({id}, pos++);
-      id = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      id = argmax(d.run({id}, pos++));
       continue;
     }
     const std::vector<int32_t> token{id};
@@ -274,8 +277,7 @@ Batch1Decode batch1_decode(Model& model, std::mt19937& rng, int steps, bool host
     c.state_slot = d.slot;
     const SampledForward out = model.forward_sampled(std::span<const SequenceChunk>(&c, 1), greedy, d.pool);
     // A model that samples on the host gives the row back as logits.
-    id = out.ids.at(0) >= 0 ? out.ids[0]
-                            : int32_t(std::max_element(out.logits.begin(), out.logits.end()) - out.logits.begin());
+    id = out.ids.at(0) >= 0 ? out.ids[0] : argmax(out.logits);
   }
   return {seconds_since(s) / steps, Sha256::hex(sha.finish())};
 }

@@ -147,7 +147,7 @@ class GpuLayer {
                            gpu_.stream());
     o.core = gpu_.download(core, size_t(T) * V);
     o.normed = from_bf16(gpu_.download(normed, size_t(T) * V));
-    collect_states(o, seqs.size(), first_slot, first_snapshot);
+    collect_states(o, seqs, first_slot, first_snapshot);
     return o;
   }
 
@@ -167,7 +167,7 @@ class GpuLayer {
     }
     Outputs o;
     o.conv = gpu_.download(conv, size_t(T) * C);
-    collect_states(o, seqs.size(), 0, 0);
+    collect_states(o, seqs, 0, 0);
     return o;
   }
 
@@ -190,20 +190,18 @@ class GpuLayer {
       for (int after : seqs[i].taps) taps.push_back({after, (first_snapshot + int64_t(taps.size())) * slot_});
       first += seqs[i].rows;
     }
-    taps_ = int(taps.size());
     return {gpu_.upload(descs), int(descs.size()), gpu_.upload(taps), states_ + kLayerOffset,
             snapshots_ + kLayerOffset};
   }
 
-  // Each sequence's state and each tap's snapshot after the last call (as upload_batch placed them).
-  void collect_states(Outputs& o, size_t seqs, int first_slot, int first_snapshot) {
-    for (size_t i = 0; i < seqs; ++i) o.states.push_back(state(first_slot + int(i)));
-    for (int j = 0; j < taps_; ++j) o.snapshots.push_back(snapshot(first_snapshot + j));
+  // Each sequence's state and each tap's snapshot after a call on `seqs` (as upload_batch placed them).
+  void collect_states(Outputs& o, const std::vector<SeqSpec>& seqs, int first_slot, int first_snapshot) {
+    for (size_t i = 0; i < seqs.size(); ++i) o.states.push_back(state(first_slot + int(i)));
+    for (int j = 0; j < total_taps(seqs); ++j) o.snapshots.push_back(snapshot(first_snapshot + j));
   }
 
   Gpu& gpu_;
   const Layer& l_;
-  int taps_ = 0;
   int64_t slot_;
   float* states_ = nullptr;
   float* snapshots_ = nullptr;
