@@ -19,7 +19,8 @@ namespace {
 using namespace gemm_detail;
 
 // The configurations. "wgmma rows T sS xC": up to T rows, S shared-memory stages, clusters of C CTAs per tile;
-// "w128": tiles of 128 columns (two consumer warpgroups).
+// "w128": tiles of 128 columns (two consumer warpgroups); "cN": tiles of N columns (one consumer warpgroup);
+// "bB": B boxes of 64 k a stage (each weight row read B·128 bytes at a time).
 using Launcher = void (*)(const uint16_t*, const uint16_t*, const GemmOut&, int, int, int, void*);
 struct Variant {
   Launcher launch;
@@ -41,6 +42,14 @@ constexpr Variant kVariants[] = {
     {launch_wgmma_rows<64, 8, 1, 2>, "wgmma rows 64 s8 w128", true},             // 11: 33…64 rows, many tiles
     {launch_wgmma_rows<64, 8, 2, 2>, "wgmma rows 64 s8 w128 x2", true},          // 12: 33…64 rows, see pick_variant
     {launch_wgmma_rows<32, 8, 2, 2>, "wgmma rows 32 s8 w128 x2", true},          // 13: 9…32 rows, see pick_variant
+    {launch_wgmma_rows<8, 4, 1, 1, 4>, "wgmma rows 8 s4 b4", true},              // 14: up to 8 rows, 73…96 tiles
+    {launch_wgmma_rows<8, 8, 1, 1, 1, 3>, "wgmma rows 8 s8 c192", true},         // 15: up to 8 rows, many tiles
+    {launch_wgmma_rows<8, 6, 1, 1, 1, 4>, "wgmma rows 8 s6 c256", true},         // 16
+    {launch_wgmma_rows<16, 4, 1, 1, 4>, "wgmma rows 16 s4 b4", true},            // 17: 9…16 rows, up to 96 tiles
+    {launch_wgmma_rows<16, 8, 1, 1, 1, 3>, "wgmma rows 16 s8 c192", true},       // 18: 9…16 rows, many tiles
+    {launch_wgmma_rows<16, 6, 1, 1, 1, 4>, "wgmma rows 16 s6 c256", true},       // 19
+    {launch_wgmma_rows<32, 6, 1, 1, 2>, "wgmma rows 32 s6 b2", true},            // 20: 17…32 rows, 73…96 tiles
+    {launch_wgmma_rows<32, 6, 1, 1, 1, 3>, "wgmma rows 32 s6 c192", true},       // 21: 17…32 rows, uneven waves
 };
 
 // Whether `tiles` persistent tiles on the CTAs that variant W keeps resident leave most of their last wave idle (544
@@ -52,21 +61,46 @@ bool uneven_waves(int tiles) {
   return waves > 1 && 4 * tiles < 3 * waves * resident;
 }
 
+// Whether `tiles` persistent tiles fill at least two thirds of the waves on the CTAs variant W keeps resident.
+template <class W>
+bool full_waves(int tiles) {
+  const int resident = multiprocessor_count("the wgmma GEMM") * W::per_multiprocessor();
+  const int waves = (tiles + resident - 1) / resident;
+  return 3 * tiles >= 2 * waves * resident;
+}
+
 // The variant `gemm` runs for a shape: a function of (m, n, k) and the multiprocessor count alone.
 int pick_variant(int m, int n, int k) {
-  // Few column tiles (about half the multiprocessors or fewer; up to three quarters at 8 rows or fewer) go to
-  // clusters of 2 CTAs, each on half the slices. Slightly more tiles (73…88: a hidden size of 5120) go to 128-column
-  // tiles in clusters of 2 above 8 rows, and at 8 rows or fewer when k is long (12 slices or more: Qwen3.5-27B's
-  // down), as do tiles whose persistent waves come out uneven: both halve a CTA's k and read the rows from L2 once
-  // per 128 columns.
+  // Few column tiles (about half the multiprocessors or fewer) go to clusters of 2 CTAs, each on half the slices; up
+  // to 96 tiles at 32 rows or fewer to one CTA a tile reading 256 or 512 bytes of a weight row at a time. Many tiles
+  // at 16 rows or fewer go to tiles of 256 or 192 columns (one CTA a multiprocessor, bigger copies) when those fill
+  // two thirds of their waves. Slightly more tiles (73…88: a hidden size of 5120) go to 128-column tiles in clusters
+  // of 2 above 32 rows, as do tiles whose persistent waves come out uneven: both halve a CTA's k and read the rows
+  // from L2 once per 128 columns.
   const int tiles = (n + 63) / 64;
-  const bool split = tiles <= 72, wide_split = !split && tiles <= 88;
+  const bool split = tiles <= 72, wide_split = !split && tiles <= 88, some = tiles <= 96;
   if (m > 64) return 2;
-  if (m <= 8 && wide_split && WgmmaRows<8, 12, 1>::slices(k) >= 12) return 13;
-  if (m <= 8) return tiles <= 96 ? 4 : uneven_waves<WgmmaRows<8, 12, 1>>(tiles) ? 13 : 3;
-  // 9…16 rows over many column tiles: the 32-row tile's smaller ring fits two CTAs on an SM, which streams faster.
-  if (m <= 16) return split ? 6 : wide_split || uneven_waves<WgmmaRows<32, 8, 1>>(tiles) ? 13 : 7;
-  if (m <= 32) return split ? 8 : wide_split || uneven_waves<WgmmaRows<32, 8, 1>>(tiles) ? 13 : 7;
+  const bool c256 = full_waves<WgmmaRows<16, 6, 1, 1, 1, 4>>((n + 255) / 256);
+  const bool c192 = full_waves<WgmmaRows<16, 8, 1, 1, 1, 3>>((n + 191) / 192);
+  if (m <= 8) {
+    if (split) return 4;
+    if (some) return 14;
+    if (c256) return 16;
+    if (c192) return 15;
+    return uneven_waves<WgmmaRows<8, 12, 1>>(tiles) ? 13 : 3;
+  }
+  if (m <= 16) {
+    if (some) return 17;
+    if (c256) return 19;
+    if (c192) return 18;
+    return uneven_waves<WgmmaRows<32, 8, 1>>(tiles) ? 13 : 7;
+  }
+  if (m <= 32) {
+    if (split) return 8;
+    if (some) return 20;
+    if (uneven_waves<WgmmaRows<32, 8, 1>>(tiles)) return c192 ? 21 : 13;
+    return 7;
+  }
   if (split) return 10;
   if (wide_split) return 12;
   // 33…64 rows over many column tiles: 128-column tiles read the rows from L2 half as often.

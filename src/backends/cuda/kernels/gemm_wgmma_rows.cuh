@@ -19,23 +19,27 @@
 
 namespace fs::cuda::kernels::gemm_detail {
 
-template <int TOK, int STAGES, int SPLIT, int CONS = 1>
+template <int TOK, int STAGES, int SPLIT, int CONS = 1, int BOXES = 1, int SUB = 1>
 struct WgmmaRows {
-  static constexpr int kCols = 64 * CONS, kStepK = 64, kStages = STAGES;
+  static constexpr int kSub = SUB;  // 64-column blocks each consumer warpgroup multiplies
+  static constexpr int kCols = 64 * CONS * SUB, kBoxK = 64, kStepK = kBoxK * BOXES, kStages = STAGES, kBoxes = BOXES;
   static constexpr int kThreads = 128 * (1 + CONS);  // warpgroup 0: one producer thread; the others consume
-  static constexpr uint32_t kHalfBytes = 64 * kStepK * 2;  // one consumer's 64 weight rows of a stage
+  static constexpr uint32_t kHalfBytes = 64 * kBoxK * 2;  // one 64-column block's weight rows of a box
   static constexpr int kStepsPerSlice = kSliceBlocks * 32 / kStepK;
   static constexpr int kMaxRunSlices = 16;  // slices one CTA of a split cluster holds apart
-  static constexpr uint32_t kWeightBytes = kCols * kStepK * 2;
-  static constexpr uint32_t kStageBytes = kWeightBytes + TOK * kStepK * 2;
-  static constexpr int kFrag = TOK / 2;  // accumulator floats per consumer thread
+  static constexpr uint32_t kWeightBoxBytes = kCols * kBoxK * 2, kRowBoxBytes = TOK * kBoxK * 2;
+  static constexpr uint32_t kWeightBytes = kWeightBoxBytes * BOXES;
+  static constexpr uint32_t kStageBytes = kWeightBytes + kRowBoxBytes * BOXES;
+  static constexpr int kFrag = TOK / 2;  // accumulator floats per consumer thread and 64-column block
   static constexpr int kConsumers = 128 * CONS;  // consumer threads
-  static constexpr size_t kHandOffBytes = SPLIT > 1 ? size_t(kFrag) * kConsumers * sizeof(float) : 0;
+  static constexpr size_t kHandOffBytes = SPLIT > 1 ? size_t(SUB * kFrag) * kConsumers * sizeof(float) : 0;
   static constexpr size_t kSmemBytes =
       size_t(kStages) * kStageBytes + kHandOffBytes + (2 * kStages + 1) * sizeof(uint64_t) + 1024;
   static_assert(TOK == 8 || TOK == 16 || TOK == 32 || TOK == 64, "row tiles of 8, 16, 32 or 64");
   static_assert(kStageBytes % 1024 == 0, "swizzled tiles stay 1024-byte aligned");
   static_assert(CONS == 1 || CONS == 2, "one or two consumer warpgroups");
+  static_assert(kCols <= 256, "a weight box holds at most 256 rows");
+  static_assert(kStepsPerSlice * kStepK == kSliceBlocks * 32, "a slice is whole steps");
 
   __host__ __device__ static int slices(int k) { return (k + kSliceBlocks * 32 - 1) / (kSliceBlocks * 32); }
   // CTAs that fit one multiprocessor's shared memory at once.
@@ -44,12 +48,41 @@ struct WgmmaRows {
   __host__ __device__ static int run_begin(int slices, int r) { return slices * r / SPLIT; }
 };
 
-template <int TOK, int STAGES, int SPLIT, int CONS>
+// Copies the rows' k boxes of step `step` into stage `st` (after its weight boxes).
+template <class W>
+__device__ __forceinline__ void load_row_boxes(uint8_t* st, const CUtensorMap* map_x, uint64_t* bar, int step) {
+#pragma unroll
+  for (int j = 0; j < W::kBoxes; ++j)
+    hopper::tma_load_2d(st + W::kWeightBytes + j * W::kRowBoxBytes, map_x, bar, step * W::kStepK + j * W::kBoxK, 0);
+}
+
+// One step of a slice's sum: the step's k boxes in order, four k16 steps each, onto acc (from zero at the slice's
+// first step); committed as one wgmma group.
+template <class W, int N>
+__device__ __forceinline__ void wgmma_rows_step(float (&acc)[W::kSub][N], const uint8_t* st, int half,
+                                                bool slice_start) {
+  hopper::wgmma_fence();
+#pragma unroll
+  for (int j = 0; j < W::kBoxes; ++j) {
+    const uint64_t b = hopper::smem_desc_sw128(st + W::kWeightBytes + j * W::kRowBoxBytes);
+#pragma unroll
+    for (int i = 0; i < W::kSub; ++i) {
+      const uint64_t a =
+          hopper::smem_desc_sw128(st + j * W::kWeightBoxBytes + (half * W::kSub + i) * W::kHalfBytes);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        hopper::wgmma_m64k16(acc[i], a + 2 * kk, b + 2 * kk, !(slice_start && j == 0 && kk == 0));
+    }
+  }
+  hopper::wgmma_commit();
+}
+
+template <int TOK, int STAGES, int SPLIT, int CONS, int BOXES, int SUB>
 __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(128 * (1 + CONS), 1)
     wgmma_rows_kernel(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_x,
                       GemmOut out, int M, int N, int K) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using W = WgmmaRows<TOK, STAGES, SPLIT, CONS>;
+  using W = WgmmaRows<TOK, STAGES, SPLIT, CONS, BOXES, SUB>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - ptx::smem_addr(smem_raw) % 1024) % 1024);
   float* hand_off = reinterpret_cast<float*>(smem + W::kStages * W::kStageBytes);
@@ -87,19 +120,21 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(128 * (1 + CONS)
         hopper::mbar_wait(&empty[stage], phase ^ 1);
         uint8_t* st = smem + stage * W::kStageBytes;
         hopper::mbar_arrive_expect_tx(&full[stage], W::kStageBytes);
-        load_weight_box(st, &map_w, &full[stage], step * W::kStepK, tile * W::kCols, out.act != nullptr);
+#pragma unroll
+        for (int j = 0; j < W::kBoxes; ++j)
+          load_weight_box(st + j * W::kWeightBoxBytes, &map_w, &full[stage], step * W::kStepK + j * W::kBoxK,
+                          tile * W::kCols, out.act != nullptr);
         if (!waited && (++issued == W::kStages || step == step_end - 1)) {
           wait_for_previous_grid();
           waited = true;
           // Rows for the stages whose weights went ahead of the wait.
           for (int back = issued - 1, s = stage, back_step = step; back >= 0; --back) {
-            hopper::tma_load_2d(smem + s * W::kStageBytes + W::kWeightBytes, &map_x, &full[s],
-                                back_step * W::kStepK, 0);
+            load_row_boxes<W>(smem + s * W::kStageBytes, &map_x, &full[s], back_step);
             s = s == 0 ? W::kStages - 1 : s - 1;
             --back_step;
           }
         } else if (waited) {
-          hopper::tma_load_2d(st + W::kWeightBytes, &map_x, &full[stage], step * W::kStepK, 0);
+          load_row_boxes<W>(st, &map_x, &full[stage], step);
         }
         if (++stage == W::kStages) stage = 0, phase ^= 1;
       }
@@ -114,34 +149,36 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(128 * (1 + CONS)
   const int g = lane / 4, t = lane % 4;
   int stage = 0;
   uint32_t phase = 0, handed_phase = 0;
-  float acc[W::kFrag], total[W::kFrag];
-  float run[SPLIT > 1 ? W::kMaxRunSlices : 1][W::kFrag];  // CTA r > 0: its slices' sums, added once the total comes
+  constexpr int F = W::kFrag;
+  float acc[SUB][F], total[SUB][F];
+  float run[SPLIT > 1 ? W::kMaxRunSlices : 1][SUB][F];  // CTA r > 0: its slices' sums, added once the total comes
   auto release = [&](int s) {
     if (s >= 0 && lane == 0) hopper::mbar_arrive(&empty[s]);
   };
+  // Thread `consumer`'s float f of block i in the hand-off buffer.
+  auto hand_off_at = [&](int i, int f) { return &hand_off[(i * F + f) * W::kConsumers + consumer]; };
   for (int tile = first_tile; tile < tiles; tile += tile_stride) {
 #pragma unroll
-    for (int i = 0; i < W::kFrag; ++i) acc[i] = total[i] = 0.0f;
+    for (int i = 0; i < SUB; ++i)
+#pragma unroll
+      for (int f = 0; f < F; ++f) acc[i][f] = total[i][f] = 0.0f;
     int pending = -1, held = 0;
     for (int step = step_begin; step < step_end; ++step) {
       hopper::mbar_wait(&full[stage], phase);
-      const uint8_t* st = smem + stage * W::kStageBytes;
-      const uint64_t a = hopper::smem_desc_sw128(st + half * W::kHalfBytes);
-      const uint64_t b = hopper::smem_desc_sw128(st + W::kWeightBytes);
-      wgmma_k64_step(acc, a, b, step % W::kStepsPerSlice == 0);
+      wgmma_rows_step<W>(acc, smem + stage * W::kStageBytes, half, step % W::kStepsPerSlice == 0);
       if ((step + 1) % W::kStepsPerSlice == 0 || step == steps - 1) {
         hopper::wgmma_wait<0>();
         release(pending);
         release(stage);
         pending = -1;
-        if (rank == 0) {
 #pragma unroll
-          for (int i = 0; i < W::kFrag; ++i) total[i] += acc[i];
-        } else {
+        for (int i = 0; i < SUB; ++i)
 #pragma unroll
-          for (int i = 0; i < W::kFrag; ++i) run[held][i] = acc[i];
-          ++held;
-        }
+          for (int f = 0; f < F; ++f) {
+            if (rank == 0) total[i][f] += acc[i][f];
+            else run[held][i][f] = acc[i][f];
+          }
+        held += rank > 0;
       } else {
         hopper::wgmma_wait<1>();
         release(pending);
@@ -155,60 +192,73 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(128 * (1 + CONS)
         hopper::mbar_wait_cluster(handed, handed_phase);
         handed_phase ^= 1;
 #pragma unroll
-        for (int i = 0; i < W::kFrag; ++i) total[i] = hand_off[i * W::kConsumers + consumer];
+        for (int i = 0; i < SUB; ++i)
+#pragma unroll
+          for (int f = 0; f < F; ++f) total[i][f] = *hand_off_at(i, f);
         for (int h = 0; h < held; ++h)
 #pragma unroll
-          for (int i = 0; i < W::kFrag; ++i) total[i] += run[h][i];
+          for (int i = 0; i < SUB; ++i)
+#pragma unroll
+            for (int f = 0; f < F; ++f) total[i][f] += run[h][i][f];
       }
       if (rank < SPLIT - 1) {
 #pragma unroll
-        for (int i = 0; i < W::kFrag; ++i)
-          hopper::cluster_store(hopper::cluster_address(&hand_off[i * W::kConsumers + consumer], rank + 1), total[i]);
+        for (int i = 0; i < SUB; ++i)
+#pragma unroll
+          for (int f = 0; f < F; ++f)
+            hopper::cluster_store(hopper::cluster_address(hand_off_at(i, f), rank + 1), total[i][f]);
         hopper::cluster_arrive(hopper::cluster_address(handed, rank + 1));
         continue;
       }
     }
-    // Element (column c of the tile, row r): D[c][r], so the tile's columns are wgmma's rows.
-    if (out.act) {
-      // Warp w's 16 columns are one gate/up block: lane g holds gate (e < 2) and up (e ≥ 2) of one feature.
-      const int ffn = N / 2, f = tile * (W::kCols / 2) + half * 32 + warp * 8 + g;
+    // Element (column c of a 64-column block, row r): D[c][r], so the block's columns are wgmma's rows.
+#pragma unroll
+    for (int i = 0; i < SUB; ++i) {
+      const int block = tile * (CONS * SUB) + half * SUB + i;
+      if (out.act) {
+        // Warp w's 16 columns are one gate/up block: lane g holds gate (e < 2) and up (e ≥ 2) of one feature.
+        const int ffn = N / 2, f = block * 32 + warp * 8 + g;
+#pragma unroll
+        for (int j = 0; j < TOK / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int row = j * 8 + 2 * t + e;
+            if (row < M && f < ffn) store_swiglu(out, ffn, row, f, total[i][j * 4 + e], total[i][j * 4 + e + 2]);
+          }
+        continue;
+      }
+      const int col0 = block * 64 + warp * 16 + g;
 #pragma unroll
       for (int j = 0; j < TOK / 8; ++j)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int row = j * 8 + 2 * t + e;
-          if (row < M && f < ffn) store_swiglu(out, ffn, row, f, total[j * 4 + e], total[j * 4 + e + 2]);
+        for (int e = 0; e < 4; ++e) {
+          const int col = col0 + (e / 2) * 8, row = j * 8 + 2 * t + e % 2;
+          if (row < M && col < N) store_out(out.y, out.bias, N, row, col, total[i][j * 4 + e], out.accumulate);
         }
-      continue;
     }
-    const int col0 = tile * W::kCols + half * 64 + warp * 16 + g;
-#pragma unroll
-    for (int j = 0; j < TOK / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = col0 + (e / 2) * 8, row = j * 8 + 2 * t + e % 2;
-        if (row < M && col < N) store_out(out.y, out.bias, N, row, col, total[j * 4 + e], out.accumulate);
-      }
   }
 #else
   __trap();  // built without sm_90a
 #endif
 }
 
-template <int TOK, int STAGES, int SPLIT, int CONS = 1>
+template <int TOK, int STAGES, int SPLIT, int CONS = 1, int BOXES = 1, int SUB = 1>
 void launch_wgmma_rows(const uint16_t* x, const uint16_t* w, const GemmOut& out, int m, int n, int k, void* stream) {
   if (k == 0) return launch_tiled<4, 4, 2, 4, 2, 3>(x, w, out, m, n, k, stream);
-  using W = WgmmaRows<TOK, STAGES, SPLIT, CONS>;
+  using W = WgmmaRows<TOK, STAGES, SPLIT, CONS, BOXES, SUB>;
+  // Steps of several k boxes need whole steps: other k goes to one box a step (the same sums).
+  if (BOXES > 1 && k % W::kStepK != 0)
+    return launch_wgmma_rows<TOK, STAGES * BOXES, SPLIT, CONS, 1, SUB>(x, w, out, m, n, k, stream);
   // A cluster CTA holds at most kMaxRunSlices slices apart: longer k goes to the unsplit kernel.
   if (SPLIT > 1 && W::slices(k) > SPLIT * W::kMaxRunSlices)
-    return launch_wgmma_rows<TOK, STAGES, 1>(x, w, out, m, n, k, stream);
+    return launch_wgmma_rows<TOK, STAGES, 1, CONS, BOXES, SUB>(x, w, out, m, n, k, stream);
   // More rows than a tile holds (tests, benchmarks): tiles of TOK rows one after another, each row's bits unchanged.
   if (m > TOK) {
-    launch_wgmma_rows<TOK, STAGES, SPLIT, CONS>(x, w, out, TOK, n, k, stream);
-    return launch_wgmma_rows<TOK, STAGES, SPLIT, CONS>(x + size_t(TOK) * k, w, out.after_rows(TOK, n), m - TOK, n, k,
-                                                       stream);
+    launch_wgmma_rows<TOK, STAGES, SPLIT, CONS, BOXES, SUB>(x, w, out, TOK, n, k, stream);
+    return launch_wgmma_rows<TOK, STAGES, SPLIT, CONS, BOXES, SUB>(x + size_t(TOK) * k, w, out.after_rows(TOK, n),
+                                                                   m - TOK, n, k, stream);
   }
-  auto kernel = wgmma_rows_kernel<TOK, STAGES, SPLIT, CONS>;
+  auto kernel = wgmma_rows_kernel<TOK, STAGES, SPLIT, CONS, BOXES, SUB>;
   allow_shared_memory_once(kernel, unsigned(W::kSmemBytes), "gemm wgmma rows", true);
   // One tile per cluster when split (the hand-off barrier counts one tile); persistent CTAs otherwise.
   const int tiles = (n + W::kCols - 1) / W::kCols;
