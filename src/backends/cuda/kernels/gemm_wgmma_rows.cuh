@@ -7,7 +7,9 @@
 // tensor-core step: the arithmetic of every element is that of the many-row wgmma kernel (gemm_wgmma.cuh).
 //
 // With CONS = 2 a CTA's tile is 128 columns: two consumer warpgroups each multiply their 64-column half of every
-// weight stage by the same rows, so the rows cross from L2 once per 128 columns.
+// weight stage by the same rows, so the rows cross from L2 once per 128 columns. With SUB > 1 each consumer
+// warpgroup multiplies SUB 64-column blocks (tiles of up to 256 columns, bigger copies). With BOXES > 1 a stage holds
+// BOXES 64-wide k boxes, so each weight row is read 128·BOXES bytes at a time.
 //
 // With SPLIT > 1 a cluster of SPLIT CTAs (on as many multiprocessors) shares one tile: CTA r takes the r-th run of
 // consecutive slices and keeps each slice's sum apart; CTA r − 1 hands it the total of the slices before its run
