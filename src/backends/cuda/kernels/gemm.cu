@@ -11,6 +11,7 @@
 #include "backends/cuda/kernels/ops.h"
 
 #include <iterator>
+#include <utility>
 
 namespace fs::cuda::kernels {
 
@@ -52,20 +53,24 @@ constexpr Variant kVariants[] = {
     {launch_wgmma_rows<32, 6, 1, 1, 1, 3>, "wgmma rows 32 s6 c192", true},       // 21: 17…32 rows, uneven waves
 };
 
-// Whether `tiles` persistent tiles on the CTAs that variant W keeps resident leave most of their last wave idle (544
-// tiles on 264 CTAs: three waves, the last 6% full).
+// The persistent waves of `tiles` tiles on the CTAs variant W keeps resident: {waves, resident CTAs}.
+template <class W>
+std::pair<int, int> waves_of(int tiles) {
+  const int resident = multiprocessor_count("the wgmma GEMM") * W::per_multiprocessor();
+  return {(tiles + resident - 1) / resident, resident};
+}
+
+// Whether those waves leave most of their last wave idle (544 tiles on 264 CTAs: three waves, the last 6% full).
 template <class W>
 bool uneven_waves(int tiles) {
-  const int resident = multiprocessor_count("the wgmma GEMM") * W::per_multiprocessor();
-  const int waves = (tiles + resident - 1) / resident;
+  const auto [waves, resident] = waves_of<W>(tiles);
   return waves > 1 && 4 * tiles < 3 * waves * resident;
 }
 
-// Whether `tiles` persistent tiles fill at least two thirds of the waves on the CTAs variant W keeps resident.
+// Whether they fill at least two thirds of their waves.
 template <class W>
 bool full_waves(int tiles) {
-  const int resident = multiprocessor_count("the wgmma GEMM") * W::per_multiprocessor();
-  const int waves = (tiles + resident - 1) / resident;
+  const auto [waves, resident] = waves_of<W>(tiles);
   return 3 * tiles >= 2 * waves * resident;
 }
 
@@ -80,25 +85,26 @@ int pick_variant(int m, int n, int k) {
   const int tiles = (n + 63) / 64;
   const bool split = tiles <= 72, wide_split = !split && tiles <= 88, some = tiles <= 96;
   if (m > 64) return 2;
-  const bool c256 = full_waves<WgmmaRows<16, 6, 1, 1, 1, 4>>((n + 255) / 256);
-  const bool c192 = full_waves<WgmmaRows<16, 8, 1, 1, 1, 3>>((n + 191) / 192);
+  // 256- and 192-column tiles filling their waves (one CTA a multiprocessor at 8, 16 and 32 rows alike).
+  auto c256 = [n] { return full_waves<WgmmaRows<16, 6, 1, 1, 1, 4>>((n + 255) / 256); };
+  auto c192 = [n] { return full_waves<WgmmaRows<16, 8, 1, 1, 1, 3>>((n + 191) / 192); };
   if (m <= 8) {
     if (split) return 4;
     if (some) return 14;
-    if (c256) return 16;
-    if (c192) return 15;
+    if (c256()) return 16;
+    if (c192()) return 15;
     return uneven_waves<WgmmaRows<8, 12, 1>>(tiles) ? 13 : 3;
   }
   if (m <= 16) {
     if (some) return 17;
-    if (c256) return 19;
-    if (c192) return 18;
+    if (c256()) return 19;
+    if (c192()) return 18;
     return uneven_waves<WgmmaRows<32, 8, 1>>(tiles) ? 13 : 7;
   }
   if (m <= 32) {
     if (split) return 8;
     if (some) return 20;
-    if (uneven_waves<WgmmaRows<32, 8, 1>>(tiles)) return c192 ? 21 : 13;
+    if (uneven_waves<WgmmaRows<32, 8, 1>>(tiles)) return c192() ? 21 : 13;
     return 7;
   }
   if (split) return 10;
