@@ -339,7 +339,9 @@ TEST(CudaKernels, GatedAttentionMatchesCpu) {
   }
 }
 
-// A row's bits are the same alone, inside the whole prompt, inside a mixed call and inside a small call.
+// A row's bits are the same alone, inside the whole prompt, inside a mixed call and inside a small call. Alone, a
+// row's CTAs take the deep pipeline of calls with few CTAs; the 39-row decode call takes three stages for most head
+// shapes here.
 TEST(CudaKernels, AttentionRowBitsDoNotDependOnTheCall) {
   FS_REQUIRE_GPU();
   Gpu gpu;
@@ -382,7 +384,8 @@ TEST(CudaKernels, AttentionRowBitsDoNotDependOnTheCall) {
 
 // Rows longer than one chunk of keys (kSplitKeys): against the double reference, and the same bits whether their
 // chunks run in one CTA (a prefill call, a decode call without split scratch, or with too few records) or on
-// several CTAs, alone or beside other rows; the arrival counters are back at zero after every call.
+// several CTAs, alone or beside other rows, through the deep pipeline of few-CTA calls or the three-stage one of a
+// 42-row call; the arrival counters are back at zero after every call.
 TEST(CudaKernels, LongRowsGiveTheSameBitsSplitOrNot) {
   FS_REQUIRE_GPU();
   Gpu gpu;
@@ -427,6 +430,9 @@ TEST(CudaKernels, LongRowsGiveTheSameBitsSplitOrNot) {
     expect_alone_bits(decode, att.run(decode, false, false, roomy), "decode call, split");
     expect_alone_bits(decode, att.run(decode, false, false, tight), "decode call, too few records for some rows");
     expect_alone_bits(decode, att.run(decode), "decode call, no split scratch");
+    std::vector<Row> many;  // enough rows × kv heads that the call takes three stages
+    while (many.size() < 42) many.insert(many.end(), decode.begin(), decode.end());
+    expect_alone_bits(many, att.run(many, false, false, roomy), "42-row decode call, split where records fit");
     std::vector<Row> prompt;  // the long sequence's whole prompt: tiles of consecutive rows, chunks in one CTA
     for (int p = 0; p < long_len; ++p) prompt.push_back({0, p});
     prompt.push_back({2, k::kSplitKeys});

@@ -16,7 +16,8 @@
 // or, in calls of up to 64 rows given split scratch, on `workers` CTAs that write chunk records; the last to finish
 // combines them. Either way a row's bits depend only on its q, its keys and its key count, never on the rows sharing
 // the tile or the call. With one row per CTA, the first chunk's key slots and those of its first blocks that earlier
-// passes wrote are requested before the wait for the kernels that write q and this pass's keys.
+// passes wrote are requested before the wait for the kernels that write q and this pass's keys; calls with few such
+// CTAs give each a deeper pipeline (Layout's DEEP), which changes when blocks arrive, not what is computed.
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/launch.cuh"
 #include "backends/cuda/kernels/mma_ptx.cuh"
@@ -34,7 +35,9 @@ constexpr int kTile = 16;       // (row, head) pairs per tile: the mma M dimensi
 constexpr int kChunkBlocks = kSplitKeys / kBlockKeys;
 static_assert(kSplitKeys % kBlockKeys == 0, "chunks hold whole key blocks");
 
-template <int HD, int TILES>
+// DEEP: as many key blocks in flight as fit a multiprocessor's shared memory (up to 8 stages), for decode calls
+// whose CTAs leave most multiprocessors free; else three stages (two where three do not fit).
+template <int HD, int TILES, bool DEEP = false>
 struct Layout {
   static constexpr int kThreads = 32 * kWarps * TILES;
   static constexpr int kSlots = kTile * TILES;  // (row, head) pairs per CTA
@@ -50,9 +53,14 @@ struct Layout {
     const size_t kv = size_t(stages) * kStageElems * 2;
     return kQElems * 2 + (kv > kMergeBytes ? kv : kMergeBytes) + kRunBytes + kKeySlotBytes;
   }
-  // Three stages (two key blocks in flight while one is used) wherever they fit a CTA's shared memory (227 KB, less
-  // 1 KB for the static variables); two otherwise.
-  static constexpr int kStages = smem_bytes(3) <= 226 * 1024 ? 3 : 2;
+  // Stages that fit a CTA's shared memory (227 KB, less 1 KB for the static variables).
+  static constexpr bool fits(int stages) { return smem_bytes(stages) <= 226 * 1024; }
+  static constexpr int deepest() {
+    int stages = 2;
+    while (stages < 8 && fits(stages + 1)) ++stages;
+    return stages;
+  }
+  static constexpr int kStages = DEEP ? deepest() : fits(3) ? 3 : 2;
   static constexpr size_t kSmemBytes = smem_bytes(kStages);
 };
 
@@ -152,10 +160,10 @@ __device__ __forceinline__ void load_block(uint16_t* stage, const Params& p, con
 
 // The first stages of a chunk, blocks [b0, b1): its key slots, then the copies of its first blocks (a commit group
 // each, as run_chunk issues them) as long as every key of the block is below `settled`; returns how many.
-template <int HD, int TILES>
+template <int HD, int TILES, bool DEEP>
 __device__ __forceinline__ int start_chunk(const Params& p, uint16_t* kv_smem, int32_t* key_slots, int seg,
                                            const int32_t* table, int keys, int kvh, int b0, int b1, int settled) {
-  using L = Layout<HD, TILES>;
+  using L = Layout<HD, TILES, DEEP>;
   find_key_slots(key_slots, p, seg, table, keys, b0, b1, L::kThreads);
   __syncthreads();
   int issued = 0;
@@ -169,16 +177,16 @@ __device__ __forceinline__ int start_chunk(const Params& p, uint16_t* kv_smem, i
 // One chunk of a segment: blocks [b0, b1) through the pipeline into the warps' online softmax (state from empty),
 // then each warp's state into `merge` (shared memory over the pipeline's stages). `started`: start_chunk ran, and
 // its first `issued` blocks are on their way.
-template <int HD, int TILES>
+template <int HD, int TILES, bool DEEP>
 __device__ __forceinline__ void run_chunk(const Params& p, uint16_t* kv_smem, float* merge, int32_t* key_slots,
                                           const uint32_t (&qf)[HD / 16][4], const int (&row_keys)[2], int seg,
                                           const int32_t* table, int keys, int kvh, int b0, int b1, bool started,
                                           int issued) {
-  using L = Layout<HD, TILES>;
+  using L = Layout<HD, TILES, DEEP>;
   const int tid = threadIdx.x, tile = tid / (32 * kWarps), warp = (tid / 32) % kWarps, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   auto slots_of = [&](int b) { return key_slots + (b - b0) * kBlockKeys; };
-  if (!started) issued = start_chunk<HD, TILES>(p, kv_smem, key_slots, seg, table, keys, kvh, b0, b1, 0);
+  if (!started) issued = start_chunk<HD, TILES, DEEP>(p, kv_smem, key_slots, seg, table, keys, kvh, b0, b1, 0);
   for (int s = issued; s < L::kStages - 1; ++s) {
     if (b0 + s < b1) load_block<HD, TILES>(kv_smem + s * L::kStageElems, p, slots_of(b0 + s), kvh);
     copy_commit();
@@ -311,11 +319,11 @@ __device__ __forceinline__ int settled_keys(const Params& p, int row, int table_
   return p.kv.row_keys[first] - 1;
 }
 
-template <int HD, int TILES>
+template <int HD, int TILES, bool DEEP>
 __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p) {
   let_next_grid_start();
   if constexpr (TILES > 1) wait_for_previous_grid();
-  using L = Layout<HD, TILES>;
+  using L = Layout<HD, TILES, DEEP>;
   extern __shared__ __align__(16) uint16_t smem[];
   uint16_t* qs = smem;
   uint16_t* kv_smem = smem + L::kQElems;
@@ -361,8 +369,9 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
     const int first_chunk = split ? int(blockIdx.z) : 0;
     int issued = 0;
     if constexpr (TILES == 1) {
-      issued = start_chunk<HD, TILES>(p, kv_smem, key_slots, seg, table, keys, kvh, first_chunk * kChunkBlocks,
-                                      min(blocks, (first_chunk + 1) * kChunkBlocks), settled_keys(p, seg, table_at));
+      issued = start_chunk<HD, TILES, DEEP>(p, kv_smem, key_slots, seg, table, keys, kvh, first_chunk * kChunkBlocks,
+                                            min(blocks, (first_chunk + 1) * kChunkBlocks),
+                                            settled_keys(p, seg, table_at));
       wait_for_previous_grid();
     }
 
@@ -388,8 +397,9 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
     __syncthreads();  // every slot's q is in registers: a running total may now overwrite it
 
     for (int c = first_chunk; c < chunks; c += split ? p.workers : 1) {
-      run_chunk<HD, TILES>(p, kv_smem, merge, key_slots, qf, row_keys, seg, table, keys, kvh, c * kChunkBlocks,
-                           min(blocks, (c + 1) * kChunkBlocks), TILES == 1 && c == first_chunk, issued);
+      run_chunk<HD, TILES, DEEP>(p, kv_smem, merge, key_slots, qf, row_keys, seg, table, keys, kvh,
+                                 c * kChunkBlocks, min(blocks, (c + 1) * kChunkBlocks), TILES == 1 && c == first_chunk,
+                                 issued);
       const float* run_in = run + (c % 2) * 2 * L::kSlots;
       float* run_out = run + ((c + 1) % 2) * 2 * L::kSlots;
       for (int e = tid; e < active * (HD / 2); e += L::kThreads) {
@@ -451,10 +461,10 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
 }
 
 // Launches the kernel for head_dim HD with TILES tiles per CTA; the grid depends on rows and the head shape only.
-template <int HD, int TILES>
+template <int HD, int TILES, bool DEEP = false>
 void launch_tiles(Params p, cudaStream_t stream) {
-  using L = Layout<HD, TILES>;
-  auto kernel = attention_kernel<HD, TILES>;
+  using L = Layout<HD, TILES, DEEP>;
+  auto kernel = attention_kernel<HD, TILES, DEEP>;
   allow_shared_memory_once(kernel, unsigned(L::kSmemBytes), "attention");
   p.tile_rows = TILES > 1 ? L::kSlots / p.tile_heads : 1;
   dim3 grid((p.rows + p.tile_rows - 1) / p.tile_rows, p.kv_heads * p.head_tiles, p.workers);
@@ -479,13 +489,17 @@ void launch(float* q, int rows, HeadShape shape, const PagedKv& kv, float scale,
   p.split = split;
   p.workers = 1;
   // Many rows (prefill): several tiles of consecutive rows share each key block (fewer for wide heads, whose
-  // accumulators need more registers per thread); few rows (decode): one row per CTA, and with split scratch enough
-  // workers per row to cover the multiprocessors about twice.
+  // accumulators need more registers per thread); few rows (decode): one row per CTA. When those CTAs fill at most
+  // half the multiprocessors, each worker takes a multiprocessor's shared memory for a deeper pipeline (more key
+  // blocks in flight per row) and, with split scratch, the workers per row cover the multiprocessors once; else
+  // three stages, and workers to cover them about twice. A row's bits are the same either way.
   if (rows > 64) return launch_tiles<HD, HD <= 128 ? 4 : 2>(p, stream);
-  if (split.records) {
-    const int ctas = rows * p.kv_heads * p.head_tiles;
-    p.workers = std::clamp(2 * multiprocessor_count("attention") / ctas, 1, kMaxSplitWorkers);
-  }
+  const int ctas = rows * p.kv_heads * p.head_tiles, multiprocessors = multiprocessor_count("attention");
+  constexpr bool kDeeper = Layout<HD, 1, true>::kStages > Layout<HD, 1>::kStages;
+  const bool deep = kDeeper && 2 * ctas <= multiprocessors;
+  if (split.records) p.workers = std::clamp((deep ? 1 : 2) * multiprocessors / ctas, 1, kMaxSplitWorkers);
+  if constexpr (kDeeper)
+    if (deep) return launch_tiles<HD, 1, true>(p, stream);
   launch_tiles<HD, 1>(p, stream);
 }
 
