@@ -51,6 +51,7 @@ constexpr Variant kVariants[] = {
     {launch_wgmma_rows<16, 6, 1, 1, 1, 4>, "wgmma rows 16 s6 c256", true},       // 19
     {launch_wgmma_rows<32, 6, 1, 1, 2>, "wgmma rows 32 s6 b2", true},            // 20: 17…32 rows, 73…96 tiles
     {launch_wgmma_rows<32, 6, 1, 1, 1, 3>, "wgmma rows 32 s6 c192", true},       // 21: 17…32 rows, uneven waves
+    {launch_wgmma<256, 3>, "wgmma 128x256 s3", true},                            // 22: x as A, widest tiles
 };
 
 // The persistent waves of `tiles` tiles on the CTAs variant W keeps resident: {waves, resident CTAs}.
@@ -74,6 +75,25 @@ bool full_waves(int tiles) {
   return 3 * tiles >= 2 * waves * resident;
 }
 
+// Above 64 rows: the x-as-A tile whose persistent waves (one CTA a multiprocessor) cost least, a wave costing its
+// tile width times the time a tile of that width takes per column (the 192-wide tile's 5 stages stream best; o and
+// down at 4096 columns: 2 waves of 256 against 3 of 192).
+int pick_many_rows(int m, int n) {
+  struct Tile {
+    int variant, cols, cost;  // cost: time per column, per cent of the 192-wide tile's
+  };
+  constexpr Tile kTiles[] = {{2, 192, 100}, {22, 256, 109}, {1, 128, 114}};
+  const int sms = multiprocessor_count("the wgmma GEMM"), m_tiles = (m + 127) / 128;
+  int best = 0;
+  int64_t best_cost = 0;
+  for (const Tile& t : kTiles) {
+    const int64_t waves = (int64_t(m_tiles) * ((n + t.cols - 1) / t.cols) + sms - 1) / sms;
+    const int64_t cost = waves * t.cols * t.cost;
+    if (best == 0 || cost < best_cost) best = t.variant, best_cost = cost;
+  }
+  return best;
+}
+
 // The variant `gemm` runs for a shape: a function of (m, n, k) and the multiprocessor count alone.
 int pick_variant(int m, int n, int k) {
   // Few column tiles (about half the multiprocessors or fewer) go to clusters of 2 CTAs, each on half the slices; up
@@ -84,7 +104,7 @@ int pick_variant(int m, int n, int k) {
   // from L2 once per 128 columns.
   const int tiles = (n + 63) / 64;
   const bool split = tiles <= 72, wide_split = !split && tiles <= 88, some = tiles <= 96;
-  if (m > 64) return 2;
+  if (m > 64) return pick_many_rows(m, n);
   // 256- and 192-column tiles filling their waves (one CTA a multiprocessor at 8, 16 and 32 rows alike).
   auto c256 = [n] { return full_waves<WgmmaRows<16, 6, 1, 1, 1, 4>>((n + 255) / 256); };
   auto c192 = [n] { return full_waves<WgmmaRows<16, 8, 1, 1, 1, 3>>((n + 191) / 192); };

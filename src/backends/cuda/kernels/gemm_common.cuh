@@ -50,9 +50,29 @@ __device__ __forceinline__ void store_out(float* y, const float* bias, int N, in
   *out = accumulate ? *out + v : v;
 }
 
+// Stores output elements (row, col) and (row, col + 1) as store_out does, in one 8-byte access (col even, N even).
+__device__ __forceinline__ void store_out_pair(float* y, const float* bias, int N, int row, int col, float v0,
+                                               float v1, bool accumulate) {
+  if (bias) v0 += bias[col], v1 += bias[col + 1];
+  else v0 += 0.0f, v1 += 0.0f;
+  float2* out = reinterpret_cast<float2*>(y + size_t(row) * N + col);
+  if (accumulate) {
+    const float2 old = *out;
+    v0 = old.x + v0, v1 = old.y + v1;
+  }
+  *out = make_float2(v0, v1);
+}
+
 // Stores the SwiGLU of the gate/up sums of feature f (of ffn) in row `row`.
 __device__ __forceinline__ void store_swiglu(const GemmOut& out, int ffn, int row, int f, float g, float u) {
   out.act[size_t(row) * ffn + f] = swiglu_bits(g, u);
+}
+
+// Stores features f and f + 1 as store_swiglu does, in one 4-byte access (f even, ffn even).
+__device__ __forceinline__ void store_swiglu_pair(const GemmOut& out, int ffn, int row, int f, float g0, float u0,
+                                                  float g1, float u1) {
+  const uint32_t bits = uint32_t(swiglu_bits(g0, u0)) | uint32_t(swiglu_bits(g1, u1)) << 16;
+  *reinterpret_cast<uint32_t*>(out.act + size_t(row) * ffn + f) = bits;
 }
 
 }  // namespace fs::cuda::kernels::gemm_detail

@@ -3,7 +3,8 @@
 // one producer thread streams the tiles' 64-wide k steps of x and w into a ring of shared-memory stages with the
 // bulk tensor copy engine (128-byte swizzle; rows and k past the end zero-filled), each stage completed by an
 // mbarrier, and two consumer warpgroups multiply 64 rows each on wgmma (bf16 in, f32 accumulate) and free the
-// stage. Each k slice of 1024 is summed from zero in `acc` and added onto `total` at the slice's end, in slice order.
+// stage. Each k slice of 1024 is summed from zero in `acc` and added onto `total` at the slice's end, in slice order;
+// 256-column tiles keep half of `total` in shared memory (the registers hold the slice's sum and the other half).
 #include "backends/cuda/host/check.h"
 #include "backends/cuda/host/driver_table.h"
 #include "backends/cuda/kernels/gemm_common.cuh"
@@ -19,9 +20,13 @@ struct Wgmma {
   static constexpr int kStepsPerSlice = kSliceBlocks * 32 / kStepK;
   static constexpr uint32_t kOperandBytes = kRows * kStepK * 2;
   static constexpr uint32_t kStageBytes = kOperandBytes + kCols * kStepK * 2;
-  static constexpr int kFrag = COLS / 2;  // accumulator floats per consumer thread
-  static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 2 * kStages * sizeof(uint64_t) + 1024;
-  static_assert(COLS == 128 || COLS == 192, "wgmma_m64k16 exists for n = 128 and 192");
+  static constexpr int kFrag = COLS / 2;                   // accumulator floats per consumer thread
+  static constexpr int kHeld = COLS > 192 ? kFrag / 2 : kFrag;  // of the running total, in registers
+  static constexpr int kConsumerThreads = 256;
+  static constexpr size_t kBarrierBytes = 2 * kStages * sizeof(uint64_t);
+  static constexpr size_t kTotalBytes = size_t(kFrag - kHeld) * kConsumerThreads * sizeof(float);
+  static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + kBarrierBytes + kTotalBytes + 1024;
+  static_assert(COLS == 128 || COLS == 192 || COLS == 256, "wgmma_m64k16 exists for n = 128, 192 and 256");
 };
 
 // Copies the weights' box of `rows` rows from row n0 at k: a plain 2-d box, or for a gate|up matrix its rows read
@@ -54,6 +59,8 @@ __global__ void __launch_bounds__(384, 1)
   uint8_t* smem = smem_raw + ((1024 - ptx::smem_addr(smem_raw) % 1024) % 1024);
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + W::kStages * W::kStageBytes);
   uint64_t* empty = full + W::kStages;
+  // Float i ≥ kHeld of consumer thread c's running total: shared_total[(i − kHeld) · 256 + c].
+  float* shared_total = reinterpret_cast<float*>(smem + W::kStages * W::kStageBytes + W::kBarrierBytes);
   const int warpgroup = threadIdx.x / 128;
   const int m_tiles = (M + W::kRows - 1) / W::kRows, tiles = m_tiles * ((N + W::kCols - 1) / W::kCols);
   const int steps = (K + W::kStepK - 1) / W::kStepK;
@@ -94,14 +101,19 @@ __global__ void __launch_bounds__(384, 1)
   const int g = lane / 4, t = lane % 4;
   int stage = 0;
   uint32_t phase = 0;
-  float acc[W::kFrag], total[W::kFrag];
+  float acc[W::kFrag], total[W::kHeld];
+  float* spilled = shared_total + (threadIdx.x - 128);  // this thread's floats past kHeld, kConsumerThreads apart
   auto release = [&](int s) {
     if (s >= 0 && lane == 0) hopper::mbar_arrive(&empty[s]);
   };
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int m0 = (tile % m_tiles) * W::kRows, n0 = (tile / m_tiles) * W::kCols;
 #pragma unroll
-    for (int i = 0; i < W::kFrag; ++i) acc[i] = total[i] = 0.0f;
+    for (int i = 0; i < W::kFrag; ++i) {
+      acc[i] = 0.0f;
+      if (i < W::kHeld) total[i] = 0.0f;
+      else spilled[(i - W::kHeld) * W::kConsumerThreads] = 0.0f;
+    }
     int pending = -1;  // the stage whose wgmma may still be reading it
     for (int step = 0; step < steps; ++step) {
       hopper::mbar_wait(&full[stage], phase);
@@ -116,7 +128,10 @@ __global__ void __launch_bounds__(384, 1)
         release(stage);
         pending = -1;
 #pragma unroll
-        for (int i = 0; i < W::kFrag; ++i) total[i] += acc[i];
+        for (int i = 0; i < W::kFrag; ++i) {
+          if (i < W::kHeld) total[i] += acc[i];
+          else spilled[(i - W::kHeld) * W::kConsumerThreads] += acc[i];
+        }
       } else {
         hopper::wgmma_wait<1>();
         release(pending);
@@ -125,25 +140,41 @@ __global__ void __launch_bounds__(384, 1)
       if (++stage == W::kStages) stage = 0, phase ^= 1;
     }
     hopper::wgmma_wait<0>();  // already true after the last slice; tells the compiler that `total` is settled
+    auto sum = [&](int i) { return i < W::kHeld ? total[i] : spilled[(i - W::kHeld) * W::kConsumerThreads]; };
     const int row0 = m0 + consumer * 64 + warp * 16 + g;
     if (out.act) {
       // Column groups of 8 alternate gate, up: group j (even) holds gate, group j + 1 up, of the same 8 features.
       const int ffn = N / 2;
+      const bool act_pairs = ffn % 2 == 0 && reinterpret_cast<uintptr_t>(out.act) % 4 == 0;
 #pragma unroll
       for (int j = 0; j < COLS / 8; j += 2)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int row = row0 + (e / 2) * 8, f = n0 / 2 + (j / 2) * 8 + 2 * t + e % 2;
-          if (row < M && f < ffn) store_swiglu(out, ffn, row, f, total[j * 4 + e], total[(j + 1) * 4 + e]);
+        for (int h = 0; h < 2; ++h) {
+          const int row = row0 + h * 8, f = n0 / 2 + (j / 2) * 8 + 2 * t, g = j * 4 + 2 * h, u = g + 4;
+          if (row >= M || f >= ffn) continue;
+          if (act_pairs) {
+            store_swiglu_pair(out, ffn, row, f, sum(g), sum(u), sum(g + 1), sum(u + 1));
+            continue;
+          }
+          store_swiglu(out, ffn, row, f, sum(g), sum(u));
+          if (f + 1 < ffn) store_swiglu(out, ffn, row, f + 1, sum(g + 1), sum(u + 1));
         }
       continue;
     }
+    // Each thread's two adjacent columns as one 8-byte store when every row starts 8-byte aligned.
+    const bool pairs = N % 2 == 0 && reinterpret_cast<uintptr_t>(out.y) % 8 == 0;
 #pragma unroll
     for (int j = 0; j < COLS / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int row = row0 + (e / 2) * 8, col = n0 + j * 8 + 2 * t + e % 2;
-        if (row < M && col < N) store_out(out.y, out.bias, N, row, col, total[j * 4 + e], out.accumulate);
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + h * 8, col = n0 + j * 8 + 2 * t, i = j * 4 + 2 * h;
+        if (row >= M || col >= N) continue;
+        if (pairs) {
+          store_out_pair(out.y, out.bias, N, row, col, sum(i), sum(i + 1), out.accumulate);
+          continue;
+        }
+        store_out(out.y, out.bias, N, row, col, sum(i), out.accumulate);
+        if (col + 1 < N) store_out(out.y, out.bias, N, row, col + 1, sum(i + 1), out.accumulate);
       }
   }
 #else
