@@ -12,13 +12,19 @@ namespace {
 
 constexpr int kMaxHeadDim = 256;
 constexpr int kPerLane = kMaxHeadDim / 32;
+constexpr int kStoreWarps = 8;  // (row, head) pairs of a qkv_rope_store block, a warp each
 
-__global__ void qkv_rope_store_kernel(const float* qkv, HeadShape shape, const float* q_norm, const float* k_norm,
-                                      float eps, const float* cos, const float* sin, PagedKv kv, float* q) {
+// A warp per (row, head), kStoreWarps of them a block.
+__global__ void __launch_bounds__(kStoreWarps * 32)
+    qkv_rope_store_kernel(const float* qkv, int rows, HeadShape shape, const float* q_norm, const float* k_norm,
+                          float eps, const float* cos, const float* sin, PagedKv kv, float* q) {
   let_next_grid_start();
   wait_for_previous_grid();
-  __shared__ float v[kMaxHeadDim];
-  const int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
+  __shared__ float values[kStoreWarps][kMaxHeadDim];
+  const int heads = shape.heads + shape.kv_heads, pair = blockIdx.x * kStoreWarps + threadIdx.x / 32;
+  if (pair >= rows * heads) return;
+  float* v = values[threadIdx.x / 32];
+  const int r = pair / heads, h = pair % heads, lane = threadIdx.x % 32;
   const int hd = shape.head_dim, half = hd / 2, kv_width = shape.kv_heads * hd;
   const bool is_q = h < shape.heads;
   const int g = h - shape.heads;
@@ -136,9 +142,9 @@ void qkv_rope_store(const float* qkv, int rows, HeadShape shape, const float* q_
                     const float* cos, const float* sin, const PagedKv& kv, float* q, void* stream) {
   check_shape(shape);
   if (rows == 0) return;
-  dim3 grid(rows, shape.heads + shape.kv_heads);
-  launch_overlapping_kernel("qkv_rope_store", qkv_rope_store_kernel, grid, dim3(32), 0, stream, qkv, shape, q_norm, k_norm, eps, cos,
-                sin, kv, q);
+  const int pairs = rows * (shape.heads + shape.kv_heads);
+  launch_overlapping_kernel("qkv_rope_store", qkv_rope_store_kernel, dim3((pairs + kStoreWarps - 1) / kStoreWarps),
+                            dim3(kStoreWarps * 32), 0, stream, qkv, rows, shape, q_norm, k_norm, eps, cos, sin, kv, q);
 }
 
 void attention(float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, const float* gate,

@@ -337,7 +337,9 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
   const int kvh = blockIdx.y / p.head_tiles, ht = blockIdx.y % p.head_tiles;
   const int head0 = kvh * p.group + ht * p.tile_heads;
   const int tile_heads = min(p.tile_heads, p.group - ht * p.tile_heads);
-  const int row_begin = blockIdx.x * p.tile_rows, row_end = min(p.rows, row_begin + p.tile_rows);
+  // Prefill CTAs take their row groups last first: causal rows see more keys further on, so the longest start first.
+  const int row_group = TILES > 1 ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
+  const int row_begin = row_group * p.tile_rows, row_end = min(p.rows, row_begin + p.tile_rows);
   const size_t record = size_t(p.heads) * (HD + 2);  // attention_record_floats
 
   for (int seg = row_begin; seg < row_end;) {

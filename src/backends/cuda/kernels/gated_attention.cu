@@ -12,21 +12,27 @@ namespace {
 
 constexpr int kMaxHeadDim = 256;
 constexpr int kPerLane = kMaxHeadDim / 32;
+constexpr int kStoreWarps = 8;  // (row, head) pairs of a block, a warp each
 
 // Every load of a (row, head) is issued at once into registers (the norm weights before the wait: no kernel writes
 // them); the arithmetic is that of one pass after another: the sum of squares in d order per lane, then the rotation.
-__global__ void gated_qkv_rope_store_kernel(const float* qkv, HeadShape shape, int rotary_dim, const float* q_norm,
-                                            const float* k_norm, float eps, const float* cos, const float* sin,
-                                            PagedKv kv, float* q, float* gate) {
+// A warp per (row, head), kStoreWarps of them a block.
+__global__ void __launch_bounds__(kStoreWarps * 32)
+    gated_qkv_rope_store_kernel(const float* qkv, int rows, HeadShape shape, int rotary_dim, const float* q_norm,
+                                const float* k_norm, float eps, const float* cos, const float* sin, PagedKv kv,
+                                float* q, float* gate) {
   let_next_grid_start();
-  const int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
+  const int heads = shape.heads + shape.kv_heads, pair = blockIdx.x * kStoreWarps + threadIdx.x / 32;
+  if (pair >= rows * heads) return;
+  const int r = pair / heads, h = pair % heads, lane = threadIdx.x % 32;
   const int hd = shape.head_dim, half = rotary_dim / 2, Q = shape.heads * hd, kv_width = shape.kv_heads * hd;
   const bool is_q = h < shape.heads;
   const int g = h - shape.heads;
   float w[kPerLane];
   load_lane_values(is_q ? q_norm : k_norm, hd, w);
   wait_for_previous_grid();
-  __shared__ float v[kMaxHeadDim];
+  __shared__ float values[kStoreWarps][kMaxHeadDim];
+  float* v = values[threadIdx.x / 32];
   const float* row = qkv + size_t(r) * size_t(2 * Q + 2 * kv_width);
   const float* src = is_q ? row + size_t(h) * 2 * hd : row + 2 * Q + size_t(g) * hd;
   // The head's values; then its gate (q heads, hd further on) or its values (k heads, kv_width further on).
@@ -81,8 +87,10 @@ void gated_qkv_rope_store(const float* qkv, int rows, HeadShape shape, int rotar
                 std::to_string(shape.head_dim) + ", rotary_dim " + std::to_string(rotary_dim) + ", " +
                 std::to_string(shape.heads) + "/" + std::to_string(shape.kv_heads) + " heads)");
   if (rows == 0) return;
-  launch_overlapping_kernel("gated_qkv_rope_store", gated_qkv_rope_store_kernel, dim3(rows, shape.heads + shape.kv_heads), dim3(32),
-                0, stream, qkv, shape, rotary_dim, q_norm, k_norm, eps, cos, sin, kv, q, gate);
+  const int pairs = rows * (shape.heads + shape.kv_heads);
+  launch_overlapping_kernel("gated_qkv_rope_store", gated_qkv_rope_store_kernel,
+                            dim3((pairs + kStoreWarps - 1) / kStoreWarps), dim3(kStoreWarps * 32), 0, stream, qkv,
+                            rows, shape, rotary_dim, q_norm, k_norm, eps, cos, sin, kv, q, gate);
 }
 
 }  // namespace fs::cuda::kernels
