@@ -42,25 +42,26 @@ struct GemmOut {
 // Rows of gate, then as many of up, per 16-row block of the interleaved weights.
 constexpr int kGateUpBlock = 8;
 
+// The value an output element takes: v + bias, added onto `old` (its value before) when accumulating. Epilogues
+// load the old values of several elements before storing any, so the loads' latencies overlap.
+__device__ __forceinline__ float out_value(const float* bias, int col, float v, float old, bool accumulate) {
+  v += bias ? bias[col] : 0.0f;
+  return accumulate ? old + v : v;
+}
+
 // Stores one output element: y (=|+=) v + bias.
 __device__ __forceinline__ void store_out(float* y, const float* bias, int N, int row, int col, float v,
                                           bool accumulate) {
-  v += bias ? bias[col] : 0.0f;
   float* out = y + size_t(row) * N + col;
-  *out = accumulate ? *out + v : v;
+  *out = out_value(bias, col, v, accumulate ? *out : 0.0f, accumulate);
 }
 
-// Stores output elements (row, col) and (row, col + 1) as store_out does, in one 8-byte access (col even, N even).
+// Stores output elements (row, col) and (row, col + 1) in one 8-byte access (col even, N even), `old` their values
+// before (read when accumulating).
 __device__ __forceinline__ void store_out_pair(float* y, const float* bias, int N, int row, int col, float v0,
-                                               float v1, bool accumulate) {
-  if (bias) v0 += bias[col], v1 += bias[col + 1];
-  else v0 += 0.0f, v1 += 0.0f;
-  float2* out = reinterpret_cast<float2*>(y + size_t(row) * N + col);
-  if (accumulate) {
-    const float2 old = *out;
-    v0 = old.x + v0, v1 = old.y + v1;
-  }
-  *out = make_float2(v0, v1);
+                                               float v1, float2 old, bool accumulate) {
+  *reinterpret_cast<float2*>(y + size_t(row) * N + col) =
+      make_float2(out_value(bias, col, v0, old.x, accumulate), out_value(bias, col + 1, v1, old.y, accumulate));
 }
 
 // Stores the SwiGLU of the gate/up sums of feature f (of ffn) in row `row`.

@@ -161,20 +161,40 @@ __global__ void __launch_bounds__(384, 1)
         }
       continue;
     }
-    // Each thread's two adjacent columns as one 8-byte store when every row starts 8-byte aligned.
-    const bool pairs = N % 2 == 0 && reinterpret_cast<uintptr_t>(out.y) % 8 == 0;
+    // Each thread's two adjacent columns as one 8-byte store when every row starts 8-byte aligned, the old values
+    // of kLoadGroups column groups loaded before any of them is stored.
+    if (N % 2 == 0 && reinterpret_cast<uintptr_t>(out.y) % 8 == 0) {
+      constexpr int kLoadGroups = 4;
+      static_assert(COLS / 8 % kLoadGroups == 0, "whole load groups");
+#pragma unroll
+      for (int j0 = 0; j0 < COLS / 8; j0 += kLoadGroups) {
+        float2 old[kLoadGroups][2];
+#pragma unroll
+        for (int j = 0; j < kLoadGroups; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = row0 + h * 8, col = n0 + (j0 + j) * 8 + 2 * t;
+            old[j][h] = out.accumulate && row < M && col < N
+                            ? *reinterpret_cast<const float2*>(out.y + size_t(row) * N + col)
+                            : make_float2(0.0f, 0.0f);
+          }
+#pragma unroll
+        for (int j = 0; j < kLoadGroups; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = row0 + h * 8, col = n0 + (j0 + j) * 8 + 2 * t, i = (j0 + j) * 4 + 2 * h;
+            if (row < M && col < N)
+              store_out_pair(out.y, out.bias, N, row, col, sum(i), sum(i + 1), old[j][h], out.accumulate);
+          }
+      }
+      continue;
+    }
 #pragma unroll
     for (int j = 0; j < COLS / 8; ++j)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row0 + h * 8, col = n0 + j * 8 + 2 * t, i = j * 4 + 2 * h;
-        if (row >= M || col >= N) continue;
-        if (pairs) {
-          store_out_pair(out.y, out.bias, N, row, col, sum(i), sum(i + 1), out.accumulate);
-          continue;
-        }
-        store_out(out.y, out.bias, N, row, col, sum(i), out.accumulate);
-        if (col + 1 < N) store_out(out.y, out.bias, N, row, col + 1, sum(i + 1), out.accumulate);
+      for (int e = 0; e < 4; ++e) {
+        const int row = row0 + (e / 2) * 8, col = n0 + j * 8 + 2 * t + e % 2;
+        if (row < M && col < N) store_out(out.y, out.bias, N, row, col, sum(j * 4 + e), out.accumulate);
       }
   }
 #else

@@ -229,13 +229,24 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(128 * (1 + CONS)
           }
         continue;
       }
+      // Every old value (when accumulating) is loaded before any element is stored.
       const int col0 = block * 64 + warp * 16 + g;
+      float old[TOK / 2];
 #pragma unroll
       for (int j = 0; j < TOK / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int col = col0 + (e / 2) * 8, row = j * 8 + 2 * t + e % 2;
-          if (row < M && col < N) store_out(out.y, out.bias, N, row, col, total[i][j * 4 + e], out.accumulate);
+          old[j * 4 + e] = out.accumulate && row < M && col < N ? out.y[size_t(row) * N + col] : 0.0f;
+        }
+#pragma unroll
+      for (int j = 0; j < TOK / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = col0 + (e / 2) * 8, row = j * 8 + 2 * t + e % 2;
+          if (row < M && col < N)
+            out.y[size_t(row) * N + col] =
+                out_value(out.bias, col, total[i][j * 4 + e], old[j * 4 + e], out.accumulate);
         }
     }
   }
