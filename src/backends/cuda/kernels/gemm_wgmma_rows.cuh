@@ -189,6 +189,24 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(128 * (1 + CONS)
       if (++stage == W::kStages) stage = 0, phase ^= 1;
     }
     hopper::wgmma_wait<0>();
+    // Element (column c of a 64-column block, row r): D[c][r], so the block's columns are wgmma's rows. The CTA that
+    // stores loads the old outputs (when accumulating) before the hand-off wait and before any store.
+    auto element = [&](int i, int j, int e, int& row, int& col) {
+      col = (tile * (CONS * SUB) + half * SUB + i) * 64 + warp * 16 + g + (e / 2) * 8, row = j * 8 + 2 * t + e % 2;
+      return row < M && col < N;
+    };
+    float old[SUB][TOK / 2] = {};
+    if (out.accumulate && !out.act && rank == SPLIT - 1) {
+#pragma unroll
+      for (int i = 0; i < SUB; ++i)
+#pragma unroll
+        for (int j = 0; j < TOK / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            int row, col;
+            old[i][j * 4 + e] = element(i, j, e, row, col) ? out.y[size_t(row) * N + col] : 0.0f;
+          }
+    }
     if constexpr (SPLIT > 1) {
       if (rank > 0) {
         hopper::mbar_wait_cluster(handed, handed_phase);
@@ -213,7 +231,6 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(128 * (1 + CONS)
         continue;
       }
     }
-    // Element (column c of a 64-column block, row r): D[c][r], so the block's columns are wgmma's rows.
 #pragma unroll
     for (int i = 0; i < SUB; ++i) {
       const int block = tile * (CONS * SUB) + half * SUB + i;
@@ -229,24 +246,14 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(128 * (1 + CONS)
           }
         continue;
       }
-      // Every old value (when accumulating) is loaded before any element is stored.
-      const int col0 = block * 64 + warp * 16 + g;
-      float old[TOK / 2];
 #pragma unroll
       for (int j = 0; j < TOK / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int col = col0 + (e / 2) * 8, row = j * 8 + 2 * t + e % 2;
-          old[j * 4 + e] = out.accumulate && row < M && col < N ? out.y[size_t(row) * N + col] : 0.0f;
-        }
-#pragma unroll
-      for (int j = 0; j < TOK / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = col0 + (e / 2) * 8, row = j * 8 + 2 * t + e % 2;
-          if (row < M && col < N)
+          int row, col;
+          if (element(i, j, e, row, col))
             out.y[size_t(row) * N + col] =
-                out_value(out.bias, col, total[i][j * 4 + e], old[j * 4 + e], out.accumulate);
+                out_value(out.bias, col, total[i][j * 4 + e], old[i][j * 4 + e], out.accumulate);
         }
     }
   }
