@@ -150,14 +150,15 @@ __global__ void __launch_bounds__(384, 1)
       for (int j = 0; j < COLS / 8; j += 2)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int row = row0 + h * 8, f = n0 / 2 + (j / 2) * 8 + 2 * t, g = j * 4 + 2 * h, u = g + 4;
+          // gate_at, up_at: where features f and f + 1 keep their gate and up sums.
+          const int row = row0 + h * 8, f = n0 / 2 + (j / 2) * 8 + 2 * t, gate_at = j * 4 + 2 * h, up_at = gate_at + 4;
           if (row >= M || f >= ffn) continue;
           if (act_pairs) {
-            store_swiglu_pair(out, ffn, row, f, sum(g), sum(u), sum(g + 1), sum(u + 1));
+            store_swiglu_pair(out, ffn, row, f, sum(gate_at), sum(up_at), sum(gate_at + 1), sum(up_at + 1));
             continue;
           }
-          store_swiglu(out, ffn, row, f, sum(g), sum(u));
-          if (f + 1 < ffn) store_swiglu(out, ffn, row, f + 1, sum(g + 1), sum(u + 1));
+          store_swiglu(out, ffn, row, f, sum(gate_at), sum(up_at));
+          if (f + 1 < ffn) store_swiglu(out, ffn, row, f + 1, sum(gate_at + 1), sum(up_at + 1));
         }
       continue;
     }
