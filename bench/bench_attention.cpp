@@ -1,7 +1,7 @@
 // Attention kernel benchmark on the Llama-3-8B head shape (32 heads, 8 kv heads, head_dim 128, pages of 16):
-// a 2048-row prefill chunk (TFLOP/s of the causal work) and 1/16/64 decode rows at 128/1024/4096/16384 keys (TB/s of
-// the K/V bytes read), for the tensor-core kernel with split scratch (as the model runs it: a long row's key chunks
-// on several CTAs), without it ("mma-1cta": every row's chunks in one CTA) and the plain kernel.
+// a 2048-row prefill chunk (TFLOP/s of the causal work) and 1/16/64 decode rows at 128/576/1024/4096/16384 keys
+// (TB/s of the K/V bytes read), for the tensor-core kernel with split scratch (as the model runs it: a long row's key
+// chunks on several CTAs), without it ("mma-1cta": every row's chunks in one CTA) and the plain kernel.
 // Usage: bench_attention [--reps N]
 #include <algorithm>
 #include <chrono>
@@ -123,7 +123,7 @@ int bench(int argc, char** argv) {
     }
   }
   for (int streams : {1, 16, 64})
-    for (int n : {128, 1024, 4096, 16384}) {
+    for (int n : {128, 576, 1024, 4096, 16384}) {
       const int per = n / kPageTokens;
       Bench b(size_t(streams) * per, streams);
       std::vector<int32_t> keys(size_t(streams), n), table(static_cast<size_t>(streams)), pages(size_t(streams) * per);

@@ -52,6 +52,9 @@ constexpr Variant kVariants[] = {
     {launch_wgmma_rows<32, 6, 1, 1, 2>, "wgmma rows 32 s6 b2", true},            // 20: 17…32 rows, 73…96 tiles
     {launch_wgmma_rows<32, 6, 1, 1, 1, 3>, "wgmma rows 32 s6 c192", true},       // 21: 17…32 rows, uneven waves
     {launch_wgmma<256, 3>, "wgmma 128x256 s3", true},                            // 22: x as A, widest tiles
+    {launch_wgmma_rows<64, 6, 1, 1, 2>, "wgmma rows 64 s6 b2", true},            // 23: 33…64 rows, 89…255 tiles
+    {launch_wgmma_rows<64, 6, 2, 1, 2>, "wgmma rows 64 s6 b2 x2", true},         // 24: 33…64 rows, up to 72 tiles
+    {launch_wgmma_rows<32, 6, 2, 1, 2>, "wgmma rows 32 s6 b2 x2", true},         // 25: 9…32 rows, up to 72 tiles
 };
 
 // The persistent waves of `tiles` tiles on the CTAs variant W keeps resident: {waves, resident CTAs}.
@@ -96,12 +99,13 @@ int pick_many_rows(int m, int n) {
 
 // The variant `gemm` runs for a shape: a function of (m, n, k) and the multiprocessor count alone.
 int pick_variant(int m, int n, int k) {
-  // Few column tiles (about half the multiprocessors or fewer) go to clusters of 2 CTAs, each on half the slices; up
-  // to 96 tiles at 32 rows or fewer to one CTA a tile reading 256 or 512 bytes of a weight row at a time. Many tiles
-  // at 16 rows or fewer go to tiles of 256 or 192 columns (one CTA a multiprocessor, bigger copies) when those fill
-  // two thirds of their waves. Slightly more tiles (73…88: a hidden size of 5120) go to 128-column tiles in clusters
-  // of 2 above 32 rows, as do tiles whose persistent waves come out uneven: both halve a CTA's k and read the rows
-  // from L2 once per 128 columns.
+  // Few column tiles (about half the multiprocessors or fewer) go to clusters of 2 CTAs, each on half the slices
+  // (above 8 rows reading 256 bytes of a weight row at a time); up to 96 tiles at 32 rows or fewer, and up to 255
+  // above 32 rows, to one CTA a tile reading 256 or 512 bytes of a weight row at a time. Many tiles at 16 rows or
+  // fewer go to tiles of 256 or 192 columns (one CTA a multiprocessor, bigger copies) when those fill two thirds of
+  // their waves. Slightly more tiles (73…88: a hidden size of 5120) go to 128-column tiles in clusters of 2 above 32
+  // rows, as do tiles whose persistent waves come out uneven: both halve a CTA's k and read the rows from L2 once per
+  // 128 columns.
   const int tiles = (n + 63) / 64;
   const bool split = tiles <= 72, wide_split = !split && tiles <= 88, some = tiles <= 96;
   if (m > 64) return pick_many_rows(m, n);
@@ -116,22 +120,23 @@ int pick_variant(int m, int n, int k) {
     return uneven_waves<WgmmaRows<8, 12, 1>>(tiles) ? 13 : 3;
   }
   if (m <= 16) {
+    if (split) return 25;
     if (some) return 17;
     if (c256()) return 19;
     if (c192()) return 18;
     return uneven_waves<WgmmaRows<32, 8, 1>>(tiles) ? 13 : 7;
   }
   if (m <= 32) {
-    if (split) return 8;
+    if (split) return 25;
     if (some) return 20;
     if (uneven_waves<WgmmaRows<32, 8, 1>>(tiles)) return c192() ? 21 : 13;
     return 7;
   }
-  if (split) return 10;
+  if (split) return 24;
   if (wide_split) return 12;
   // 33…64 rows over many column tiles: 128-column tiles read the rows from L2 half as often.
   if (tiles >= 256) return uneven_waves<WgmmaRows<64, 8, 1, 2>>((tiles + 1) / 2) ? 12 : 11;
-  return 9;
+  return 23;
 }
 
 void check_k(int m, int n, int k) {
