@@ -1,6 +1,8 @@
 // GPU benchmark in one run: device copy bandwidth, batch-1 decode tok/s against the weight-streaming floor,
 // prefill tok/s, and aggregate decode tok/s of an engine at 1..64 streams with the token_sha256 of each run.
 // Usage: bench_gpu CHECKPOINT [--decode N] [--prefill N] [--stream-prompt N] [--reply N] [--max-streams N]
+//        [--round-tokens N] [--prefill-chunk N]   the engine runs' round and prompt-chunk sizes (default: 2048 or
+//                                                 twice the streams, and 512)
 //        [--rounds-only: only the model's decode rounds of --max-streams rows, for a profiler]
 //        bench_gpu --make-like NAME [--layers N] OUT   (writes the random checkpoint first, then measures it)
 //        bench_gpu --synthetic NAME [--layers N]   (a preset's shape with random weights made on the device)
@@ -386,12 +388,18 @@ struct EngineRun {
   std::string sha;
 };
 
-EngineRun engine_run(Model& model, int streams, int prompt, int reply) {
+// The engine runs' workload and round sizes; round_tokens 0: 2048 or twice the streams, whichever is more.
+struct EngineLoad {
+  int prompt = 512, reply = 128, round_tokens = 0, prefill_chunk = 512;
+};
+
+EngineRun engine_run(Model& model, int streams, const EngineLoad& load) {
+  const int prompt = load.prompt, reply = load.reply;
   EngineOptions o;
   o.parallel = streams;
   o.context = prompt + reply + 16;
-  o.prefill_chunk = 512;
-  o.round_tokens = std::max(2048, streams * 2);
+  o.prefill_chunk = load.prefill_chunk;
+  o.round_tokens = load.round_tokens > 0 ? load.round_tokens : std::max(2048, streams * 2);
   o.queue_limit = streams;
   Engine engine(model, o);
   std::mt19937 rng(42);
@@ -456,15 +464,18 @@ std::vector<int> parse_rows(const std::string& list) {
 int bench(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   std::string dir, like, synthetic;
-  int decode = 128, prefill = 2048, reply = 128, stream_prompt = 512, max_streams = 64, layers = 0, tp = 1;
+  int decode = 128, prefill = 2048, max_streams = 64, layers = 0, tp = 1;
+  EngineLoad load;
   bool gemm_only = false, rounds_only = false;
   std::vector<int> gemm_rows = {1, 16, 32, 64, 2048};
   for (size_t i = 0; i < args.size(); ++i) {
     auto next = [&] { return i + 1 < args.size() ? args[++i] : throw Error("missing value after " + args[i]); };
     if (args[i] == "--decode") decode = std::stoi(next());
     else if (args[i] == "--prefill") prefill = std::stoi(next());
-    else if (args[i] == "--reply") reply = std::stoi(next());
-    else if (args[i] == "--stream-prompt") stream_prompt = std::stoi(next());
+    else if (args[i] == "--reply") load.reply = std::stoi(next());
+    else if (args[i] == "--stream-prompt") load.prompt = std::stoi(next());
+    else if (args[i] == "--round-tokens") load.round_tokens = std::stoi(next());
+    else if (args[i] == "--prefill-chunk") load.prefill_chunk = std::stoi(next());
     else if (args[i] == "--max-streams") max_streams = std::stoi(next());
     else if (args[i] == "--make-like") like = next();
     else if (args[i] == "--synthetic") synthetic = next();
@@ -475,6 +486,8 @@ int bench(int argc, char** argv) {
     else if (args[i] == "--rounds-only") rounds_only = true;
     else dir = args[i];
   }
+  if (load.round_tokens < 0 || load.prefill_chunk < 1)
+    throw Error("--round-tokens must be positive (0: the default) and --prefill-chunk at least 1");
   if (dir.empty() == synthetic.empty() && !gemm_only)
     throw Error("usage: bench_gpu [--make-like NAME [--layers N]] CHECKPOINT_DIR [options] | --synthetic NAME "
                 "[--layers N] [options] | --gemm-only [options]");
@@ -550,12 +563,15 @@ int bench(int argc, char** argv) {
   else
     verify_windows(*model, rng);
   decode_rounds(*model, rng, max_streams);
-  std::printf("engine runs: N streams x (%d-token prompt + %d greedy tokens); decode = tokens after every stream's "
-              "first / time to the last finish; whole = all tokens / wall time from the first submit\n",
-              stream_prompt, reply);
+  std::printf("engine runs: N streams x (%d-token prompt + %d greedy tokens), rounds of up to %s rows, prompt chunks "
+              "of %d; decode = tokens after every stream's first / time to the last finish; whole = all tokens / wall "
+              "time from the first submit\n",
+              load.prompt, load.reply,
+              load.round_tokens > 0 ? std::to_string(load.round_tokens).c_str() : "max(2048, 2 N)",
+              load.prefill_chunk);
   std::printf("%8s %14s %14s  %s\n", "streams", "decode tok/s", "whole tok/s", "token_sha256");
   for (int n = 1; n <= max_streams; n *= 2) {
-    EngineRun r = engine_run(*model, n, stream_prompt, reply);
+    EngineRun r = engine_run(*model, n, load);
     std::printf("%8d %14.1f %14.1f  %s\n", n, r.decode_rate, r.whole_rate, r.sha.c_str());
     std::fflush(stdout);
   }
