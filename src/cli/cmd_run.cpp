@@ -46,8 +46,9 @@ int run(const std::vector<std::string>& argv) {
   if (auto hub_name = hub_model_name(args); !hub_name.empty()) m->name = hub_name;
   SamplingParams sampling = sampling_from_args(args, m->generation);
   const int max_tokens = int(args.get_int("max-tokens", 256));
+  EngineOptions eo = engine_options_from_args(args, 1);
+  if (m->model->device_memory_free()) use_gpu_round_sizes(args, eo);
   if (!args.has("prompt") && !args.has("ids")) {
-    EngineOptions eo = engine_options_from_args(args, 1);
     apply_draft_options(args, *m, eo);
     return interactive_chat(*m, eo, sampling, max_tokens, args.get_or("system", ""));
   }
@@ -65,7 +66,6 @@ int run(const std::vector<std::string>& argv) {
   }
   if (auto path = args.get("dump-logits")) write_f32(*path, last_logits(*m->model, prompt));
 
-  EngineOptions eo = engine_options_from_args(args, 1);
   eo.context = std::max<int>(eo.context, int(prompt.size()) + 1);
   apply_draft_options(args, *m, eo);
   Engine engine(*m->model, eo);

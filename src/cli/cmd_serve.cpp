@@ -185,6 +185,7 @@ int serve(const std::vector<std::string>& argv) {
   const long long kv_pages = args.get_int("kv-pages", 0);
   if (kv_pages < 0 || kv_pages > (1 << 30)) throw Error("--kv-pages must be between 0 (sized to memory) and 2^30");
   o.prepare_engine = [cache_gib, host_gib, memory_gib, kv_pages, args](const LoadedModel& m, EngineOptions& eo) {
+    if (m.model->device_memory_free()) use_gpu_round_sizes(args, eo);
     apply_draft_options(args, m, eo);
     size_prompt_cache(eo, m.config, cache_gib, host_gib);
     eo.kv_pages = int(kv_pages);

@@ -53,6 +53,11 @@ EngineOptions engine_options_from_args(const Args& args, int default_parallel) {
   return o;
 }
 
+void use_gpu_round_sizes(const Args& args, EngineOptions& o) {
+  if (!args.has("round-tokens")) o.round_tokens = kGpuRoundTokens;
+  if (!args.has("prefill-chunk")) o.prefill_chunk = o.round_tokens;
+}
+
 ConfigOverrides size_overrides_from_args(const Args& args) {
   ConfigOverrides o;
   auto size = [&](const char* flag) { return int(args.get_int(flag, 0)); };

@@ -25,6 +25,9 @@ std::string check_device(const Args& args);
 // --tensor-parallel N (1 when absent): GPUs to split the model over.
 int tensor_parallel_from_args(const Args& args);
 EngineOptions engine_options_from_args(const Args& args, int default_parallel);
+// For a model on a GPU: rounds of kGpuRoundTokens rows and prompt chunks as long as a round, where --round-tokens
+// and --prefill-chunk leave them out.
+void use_gpu_round_sizes(const Args& args, EngineOptions& o);
 // The preset size flags (--layers, --hidden, … --vision-intermediate) given, as overrides; 0 where absent.
 ConfigOverrides size_overrides_from_args(const Args& args);
 // --temperature/--top-p/--top-k/--min-p/--seed over the model's generation_config defaults.

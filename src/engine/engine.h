@@ -67,6 +67,10 @@ struct GenerationRequest {
   std::function<void(const GenerationResult&)> on_done;
 };
 
+// Rows a round takes on a GPU unless --round-tokens says otherwise: enough to keep the tensor cores busy in
+// prefill. A prompt may fill a whole round there (the CPU defaults are EngineOptions' own).
+inline constexpr int kGpuRoundTokens = 2048;
+
 struct EngineOptions {
   int parallel = 4;            // most streams active at once
   int context = 4096;          // positions per stream (prompt + reply)

@@ -19,6 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
+#include "engine/engine.h"
+#include "models/model.h"
 #include "support/fixtures.h"
 #include "support/process.h"
 #include "support/server_process.h"
@@ -30,6 +32,7 @@ using json = nlohmann::json;
 namespace stdfs = std::filesystem;
 
 constexpr const char* kKey = "e2e-secret-key";
+constexpr int kParallel = 4;  // streams of the suite's server
 
 struct CurlReply {
   int status = 0;
@@ -48,7 +51,7 @@ class ServerE2E : public ::testing::Test {
     stdfs::create_directories(work_);
     server_ = std::make_unique<ServerProcess>(std::vector<std::string>{
         "--api-key", kKey, "--request-log", (work_ / "requests.jsonl").string(), "--context", "512",
-        "--max-body-bytes", "65536", "--parallel", "4"});
+        "--max-body-bytes", "65536", "--parallel", std::to_string(kParallel)});
     port_ = server_->port();
   }
 
@@ -194,6 +197,21 @@ TEST_F(ServerE2E, ModelsAndHealth) {
   EXPECT_EQ(curl("/v1/models/fortune-demo").status, 200);
   EXPECT_EQ(curl("/v1/models/other").status, 404);
   EXPECT_EQ(curl("/health", "", "").status, 200);
+}
+
+// The memory report names the round size: kGpuRoundTokens rows on a GPU, the engine's own default (plus a logits
+// row per stream) on the CPU, and --round-tokens wherever it is given.
+TEST_F(ServerE2E, RoundsAreSizedForTheDeviceUnlessGiven) {
+  const int default_rows = cuda_backend_available() ? kGpuRoundTokens : EngineOptions{}.round_tokens + kParallel;
+  EXPECT_NE(server_->stderr_text().find("scratch for rounds of " + std::to_string(default_rows) + " rows"),
+            std::string::npos)
+      << server_->stderr_text();
+  ServerProcess given({"--context", "512", "--parallel", std::to_string(kParallel), "--round-tokens", "384"});
+  ASSERT_TRUE(given.ready()) << given.stderr_text();
+  const int given_rows = cuda_backend_available() ? 384 : 384 + kParallel;
+  EXPECT_NE(given.stderr_text().find("scratch for rounds of " + std::to_string(given_rows) + " rows"),
+            std::string::npos)
+      << given.stderr_text();
 }
 
 TEST_F(ServerE2E, ErrorsHaveOpenAiShapeAndStatus) {
