@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -165,7 +166,12 @@ class Engine {
   SequenceChunk chunk_for(const Stream& s, int begin, int count, bool samples) const;
   // Samples (or takes the model's pick) the stream's next token and delivers it: eos, on_token, max_tokens and the
   // context end the stream here. Returns the token chosen (-1 when none could be).
-  int32_t accept_token(Stream& s, int32_t picked, std::span<float> logits);
+  // `sampled`: the row's token when sample_host_rows already picked it.
+  int32_t accept_token(Stream& s, int32_t picked, std::span<float> logits, const SampledToken* sampled = nullptr);
+  // Picks, on the thread pool, the tokens of the round's host-sampled rows outside draft windows: each from its own
+  // logits, masked by its own constraint, and its stream's own counts, as accept_token would. Other rows stay empty.
+  std::vector<std::optional<SampledToken>> sample_host_rows(const std::vector<RoundItem>& items,
+                                                            SampledForward& out) const;
   // Asks the drafter for every eligible decoding stream's draft (Stream::draft), within draft_round_rows.
   void draft(const std::vector<Stream*>& order);
   // Rows the round would hold without drafts: each stream's next chunk as the planner cuts it.

@@ -3,8 +3,10 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "engine/row_sampling.h"
+#include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/stream.h"
 #include "models/forward_rows.h"
@@ -52,10 +54,46 @@ void Engine::check_sampled(const SampledForward& out, std::span<const RowSamplin
   if (out.logits.size() != host_rows * size_t(V)) throw Error("the model returned the wrong number of logit rows");
 }
 
-int32_t Engine::accept_token(Stream& s, int32_t picked, std::span<float> logits) {
+std::vector<std::optional<SampledToken>> Engine::sample_host_rows(const std::vector<RoundItem>& items,
+                                                                  SampledForward& out) const {
+  struct Job {
+    size_t item;
+    std::span<float> logits;
+  };
+  const size_t V = size_t(model_.config().vocab_size);
+  std::vector<Job> jobs;
+  size_t row = 0, logit_row = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const RoundItem& it = items[i];
+    const size_t rows = it.drafted > 0 ? size_t(1 + it.drafted) : (it.samples ? 1 : 0);
+    for (size_t j = 0; j < rows; ++j, ++row) {
+      if (out.ids[row] >= 0) continue;
+      std::span<float> l(out.logits.data() + logit_row++ * V, V);
+      if (it.drafted == 0) jobs.push_back({i, l});
+    }
+  }
+  std::vector<std::optional<SampledToken>> sampled(items.size());
+  auto sample = [&](size_t begin, size_t end) {
+    for (size_t j = begin; j < end; ++j) {
+      const Stream& s = *items[jobs[j].item].stream;
+      // A row its constraint leaves no token is left to accept_token, which ends the stream.
+      if (s.request.constraint && s.request.constraint->mask(jobs[j].logits, s.request.eos_ids) == 0) continue;
+      sampled[jobs[j].item] = sample_token(jobs[j].logits, s.request.sampling, s.counts, s.seed, s.tokens.size());
+    }
+  };
+  if (jobs.size() > 1)
+    ThreadPool::global().parallel_for(jobs.size(), sample);
+  else
+    sample(0, jobs.size());
+  return sampled;
+}
+
+int32_t Engine::accept_token(Stream& s, int32_t picked, std::span<float> logits, const SampledToken* sampled) {
   SampledToken tok;
   if (picked >= 0) {
     tok.id = picked;
+  } else if (sampled) {
+    tok = *sampled;
   } else {
     if (s.request.constraint && s.request.constraint->mask(logits, s.request.eos_ids) == 0) {
       finish(s, FinishReason::Error, "the output constraint allows no token here");
@@ -149,8 +187,10 @@ void Engine::round(Streams& active) {
     }
   }
   const size_t V = size_t(model_.config().vocab_size);
+  const auto sampled = failure.empty() ? sample_host_rows(items, out) : std::vector<std::optional<SampledToken>>();
   size_t row = 0, logit_row = 0;
-  for (const auto& it : items) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    const RoundItem& it = items[i];
     Stream& s = *it.stream;
     if (!failure.empty()) {
       finish(s, FinishReason::Error, failure);
@@ -165,7 +205,7 @@ void Engine::round(Streams& active) {
     const int32_t picked = out.ids[row++];
     std::span<float> l;
     if (picked < 0) l = std::span<float>(out.logits.data() + logit_row++ * V, V);
-    accept_token(s, picked, l);
+    accept_token(s, picked, l, sampled[i] ? &*sampled[i] : nullptr);
   }
   retire(active);
   std::lock_guard lock(mu_);
