@@ -166,7 +166,7 @@ class Engine {
   SequenceChunk chunk_for(const Stream& s, int begin, int count, bool samples) const;
   // Samples (or takes the model's pick) the stream's next token and delivers it: eos, on_token, max_tokens and the
   // context end the stream here. Returns the token chosen (-1 when none could be).
-  // `sampled`: the row's token when sample_host_rows already picked it.
+  // `sampled`: the row's token when sample_host_rows already picked it, or the model's pick with its logprobs.
   int32_t accept_token(Stream& s, int32_t picked, std::span<float> logits, const SampledToken* sampled = nullptr);
   // Picks, on the thread pool, the tokens of the round's host-sampled rows outside draft windows: each from its own
   // logits, masked by its own constraint, and its stream's own counts, as accept_token would. Other rows stay empty.

@@ -6,6 +6,7 @@
 
 #include "engine/drafters/drafter.h"
 #include "engine/engine.h"
+#include "engine/row_sampling.h"
 #include "engine/scheduler.h"
 #include "engine/stream.h"
 #include "models/kv_pool.h"
@@ -106,7 +107,8 @@ void Engine::accept_window(Stream& s, const RoundItem& it, SampledForward& out, 
     const int32_t picked = out.ids[first + size_t(r)];
     std::span<float> l;
     if (picked < 0) l = std::span<float>(out.logits.data() + logit_at[size_t(r)] * V, V);
-    const int32_t chosen = accept_token(s, picked, l);
+    const auto device = picked_with_logprobs(out, first + size_t(r));
+    const int32_t chosen = accept_token(s, picked, l, device ? &*device : nullptr);
     // The child of row r drafting the chosen token, if any (rows come after their parents).
     int next = -1;
     for (int c = r + 1; c < rows && next < 0; ++c)

@@ -52,6 +52,12 @@ void Engine::check_sampled(const SampledForward& out, std::span<const RowSamplin
     host_rows += id < 0 ? 1 : 0;
   }
   if (out.logits.size() != host_rows * size_t(V)) throw Error("the model returned the wrong number of logit rows");
+  if (!out.logprobs.empty() && out.logprobs.size() != rows.size())
+    throw Error("the model returned logprobs for " + std::to_string(out.logprobs.size()) + " of " +
+                std::to_string(rows.size()) + " rows");
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].logprobs >= 0 && out.ids[i] >= 0 && (out.logprobs.empty() || !out.logprobs[i].asked))
+      throw Error("the model picked a token without the logprobs its row asked for");
 }
 
 std::vector<std::optional<SampledToken>> Engine::sample_host_rows(const std::vector<RoundItem>& items,
@@ -90,10 +96,10 @@ std::vector<std::optional<SampledToken>> Engine::sample_host_rows(const std::vec
 
 int32_t Engine::accept_token(Stream& s, int32_t picked, std::span<float> logits, const SampledToken* sampled) {
   SampledToken tok;
-  if (picked >= 0) {
-    tok.id = picked;
-  } else if (sampled) {
+  if (sampled) {
     tok = *sampled;
+  } else if (picked >= 0) {
+    tok.id = picked;
   } else {
     if (s.request.constraint && s.request.constraint->mask(logits, s.request.eos_ids) == 0) {
       finish(s, FinishReason::Error, "the output constraint allows no token here");
@@ -202,10 +208,11 @@ void Engine::round(Streams& active) {
     }
     s.computed += it.count;
     if (!it.samples) continue;
+    const auto device = picked_with_logprobs(out, row);
     const int32_t picked = out.ids[row++];
     std::span<float> l;
     if (picked < 0) l = std::span<float>(out.logits.data() + logit_row++ * V, V);
-    accept_token(s, picked, l, sampled[i] ? &*sampled[i] : nullptr);
+    accept_token(s, picked, l, sampled[i] ? &*sampled[i] : device ? &*device : nullptr);
   }
   retire(active);
   std::lock_guard lock(mu_);

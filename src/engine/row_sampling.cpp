@@ -1,17 +1,19 @@
 #include "engine/row_sampling.h"
 
+#include <algorithm>
+
 #include "engine/sampler.h"
 
 namespace fs {
 
 bool device_sampleable(const SamplingParams& p) {
-  return p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && p.repetition_penalty == 1.0f && !p.logprobs &&
-         p.top_logprobs == 0;
+  return p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && p.repetition_penalty == 1.0f;
 }
 
 RowSampling row_sampling_for(const SamplingParams& p, bool on_device, uint64_t seed, uint64_t position) {
   RowSampling r;
   if (!on_device) return r;
+  if (p.logprobs) r.logprobs = std::clamp(p.top_logprobs, 0, 20);
   if (p.temperature <= 0.0f) {
     r.mode = RowSampling::Mode::Greedy;
     return r;
@@ -23,6 +25,15 @@ RowSampling row_sampling_for(const SamplingParams& p, bool on_device, uint64_t s
   r.min_p = p.min_p;
   r.uniform = keyed_uniform(seed, position);
   return r;
+}
+
+std::optional<SampledToken> picked_with_logprobs(const SampledForward& out, size_t row) {
+  if (out.ids[row] < 0 || row >= out.logprobs.size() || !out.logprobs[row].asked) return std::nullopt;
+  SampledToken t;
+  t.id = out.ids[row];
+  t.logprob = out.logprobs[row].chosen;
+  t.top_logprobs = out.logprobs[row].top;
+  return t;
 }
 
 }  // namespace fs

@@ -159,25 +159,32 @@ double keyed_uniform(uint64_t seed, uint64_t position) {
   return double(bits >> 11) * (1.0 / 9007199254740992.0);
 }
 
+LogprobTable logprob_table(std::span<const float> logits, int top) {
+  LogprobTable t;
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  t.log_sum_exp = log_sum_exp(logits, mx);
+  SortedPrefix best(logits, mx, kFirstBandLogprobs);
+  for (size_t i = 0; i < size_t(std::clamp(top, 0, 20)) && i < best.size(); ++i) {
+    const int32_t id = best.at(i);
+    t.top.emplace_back(id, logits[size_t(id)] - t.log_sum_exp);
+  }
+  return t;
+}
+
 SampledToken sample_token(std::span<float> logits, const SamplingParams& params, const TokenCounts& counts,
                           uint64_t seed, uint64_t position) {
   SampledToken out;
-  // Reported logprobs are of the unmodified logits: the top ones are ranked, and the row kept, before penalties.
-  float lse = 0.0f;
+  // Reported logprobs are of the unmodified logits: the table is made, and the row kept, before penalties.
+  LogprobTable table;
   std::vector<float> unmodified;
   if (params.logprobs) {
-    const float mx = *std::max_element(logits.begin(), logits.end());
-    lse = log_sum_exp(logits, mx);
-    SortedPrefix best(logits, mx, kFirstBandLogprobs);
-    for (size_t i = 0; i < size_t(std::clamp(params.top_logprobs, 0, 20)) && i < best.size(); ++i) {
-      const int32_t id = best.at(i);
-      out.top_logprobs.emplace_back(id, logits[size_t(id)] - lse);
-    }
+    table = logprob_table(logits, params.top_logprobs);
+    out.top_logprobs = std::move(table.top);
     if (!counts.prompt.empty() || !counts.reply.empty()) unmodified.assign(logits.begin(), logits.end());
   }
   apply_penalties(logits, params, counts);
   out.id = params.temperature <= 0.0f ? argmax(logits) : draw(logits, params, keyed_uniform(seed, position));
-  if (params.logprobs) out.logprob = (unmodified.empty() ? logits : unmodified)[size_t(out.id)] - lse;
+  if (params.logprobs) out.logprob = (unmodified.empty() ? logits : unmodified)[size_t(out.id)] - table.log_sum_exp;
   return out;
 }
 

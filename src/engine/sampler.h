@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <span>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "engine/sampling_params.h"
 
@@ -20,6 +22,13 @@ double keyed_uniform(uint64_t seed, uint64_t position);
 
 // The token a temperature draw picks with uniform `u` (top-k, min-p, top-p as in sample_token; no penalties).
 int32_t draw_token(std::span<const float> logits, const SamplingParams& params, double u);
+
+// Logprobs under `logits` as they are: the log-sum-exp, and the `top` best ids (ties by lowest id) with theirs.
+struct LogprobTable {
+  float log_sum_exp = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;
+};
+LogprobTable logprob_table(std::span<const float> logits, int top);
 
 // `logits` is modified (penalties, temperature). `position` is the index of the token being chosen.
 SampledToken sample_token(std::span<float> logits, const SamplingParams& params, const TokenCounts& counts,

@@ -5,6 +5,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/hf_config.h"
@@ -55,13 +56,22 @@ struct RowSampling {
   float top_p = 1.0f;
   float min_p = 0.0f;
   double uniform = 0.0;  // Draw: the request's keyed draw in [0, 1)
+  int logprobs = -1;     // Greedy or Draw, ≥ 0: also the chosen id's logprob and this many top ones (up to 20)
 };
 
-// A forward pass's result with sampling: one id per logit row (-1 where the row comes back as logits) and the
-// logits of those rows only, in order, vocab_size floats each.
+// A picked row's logprobs under its unmodified logits: the chosen id's, then the best ids' (ties by lowest id).
+struct RowLogprobs {
+  bool asked = false;  // the row's RowSampling asked for them
+  float chosen = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
+// A forward pass's result with sampling: one id per logit row (-1 where the row comes back as logits), the logits of
+// those rows only, in order, vocab_size floats each, and one RowLogprobs per logit row when any row asked for them.
 struct SampledForward {
   std::vector<int32_t> ids;
   std::vector<float> logits;
+  std::vector<RowLogprobs> logprobs;
 };
 
 // The largest round an engine runs over its pool, for a backend's estimate of the scratch it keeps for rounds.

@@ -1,6 +1,6 @@
 // The device sampler against the host sampler on random logits: greedy ids exact (ties → lowest id), draws equal to
-// the host's choice with the same uniform wherever no boundary is within rounding, rows independent of their
-// neighbours and of repetition.
+// the host's choice with the same uniform wherever no boundary is within rounding, logprobs equal to the host's
+// within rounding, rows independent of their neighbours and of repetition.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -75,7 +75,9 @@ int32_t host_choice(const std::vector<float>& l, const k::SampleRow& r) {
   return draw_token(l, p, double(r.uniform));
 }
 
-std::vector<int32_t> device_choice(Gpu& gpu, const std::vector<Case>& cases, int vocab) {
+// The device's ids for `cases`, and the logprob records of the rows that asked for them.
+std::vector<int32_t> device_choice(Gpu& gpu, const std::vector<Case>& cases, int vocab,
+                                   std::vector<k::LogprobRecord>* records = nullptr) {
   std::vector<float> all;
   std::vector<k::SampleRow> rows;
   for (const auto& c : cases) {
@@ -83,7 +85,9 @@ std::vector<int32_t> device_choice(Gpu& gpu, const std::vector<Case>& cases, int
     rows.push_back(c.row);
   }
   auto* ids = gpu.poisoned<int32_t>(cases.size());
-  k::sample_rows(gpu.upload(all), int(cases.size()), vocab, gpu.upload(rows), ids, gpu.stream());
+  auto* recs = gpu.poisoned<k::LogprobRecord>(cases.size());
+  k::sample_rows(gpu.upload(all), int(cases.size()), vocab, gpu.upload(rows), ids, recs, gpu.stream());
+  if (records) *records = gpu.download(recs, cases.size());
   return gpu.download(ids, cases.size());
 }
 
@@ -228,12 +232,50 @@ TEST(CudaSampling, RowsDoNotDependOnTheirNeighbours) {
   }
 }
 
+// Rows asking for logprobs get the host's: the chosen id's logprob and the top ones (ids equal, ties by lowest id,
+// values within float rounding of the log-sum-exp), whatever their mode, beside rows that ask for none.
+TEST(CudaSampling, LogprobsEqualTheHostsOnRandomLogits) {
+  FS_REQUIRE_GPU();
+  Gpu gpu;
+  std::mt19937 rng(41);
+  for (int vocab : {1, 7, 1000, 128256, 151936}) {
+    for (bool ties : {false, true}) {
+      SCOPED_TRACE("vocab " + std::to_string(vocab) + (ties ? " ties" : ""));
+      auto cases = random_cases(rng, vocab, 20, ties);
+      // Rows flat at the top (every logit equal, or all within 1/64): more candidates than the bucket pass takes.
+      for (float spread : {0.0f, 1e-3f}) {
+        Case flat;
+        flat.logits.assign(size_t(vocab), 0.5f);
+        if (spread > 0.0f) flat.logits = random_floats(rng, size_t(vocab), spread);
+        flat.row.mode = 1;
+        cases.push_back(flat);
+      }
+      for (size_t i = 0; i < cases.size(); ++i) cases[i].row.logprobs = i % 5 == 4 ? -1 : int(i * 7 % 21);
+      cases.back().row.logprobs = 20;
+      std::vector<k::LogprobRecord> records;
+      const auto ids = device_choice(gpu, cases, vocab, &records);
+      for (size_t i = 0; i < cases.size(); ++i) {
+        const auto& c = cases[i];
+        if (c.row.mode == 0 || c.row.logprobs < 0) continue;
+        const LogprobTable host = logprob_table(c.logits, c.row.logprobs);
+        const float tolerance = 1e-5f * std::max(1.0f, std::abs(host.log_sum_exp));
+        EXPECT_NEAR(records[i].chosen, c.logits[size_t(ids[i])] - host.log_sum_exp, tolerance) << "row " << i;
+        ASSERT_EQ(records[i].count, int(host.top.size())) << "row " << i;
+        for (size_t j = 0; j < host.top.size(); ++j) {
+          EXPECT_EQ(records[i].top_ids[j], host.top[j].first) << "row " << i << " rank " << j;
+          EXPECT_NEAR(records[i].top_logprobs[j], host.top[j].second, tolerance) << "row " << i << " rank " << j;
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaSampling, RefusesVocabulariesItCannotIndex) {
   FS_REQUIRE_GPU();
   Gpu gpu;
   auto* ids = gpu.poisoned<int32_t>(1);
-  EXPECT_THROW(k::sample_rows(nullptr, 1, k::kMaxSampleVocab + 1, nullptr, ids, gpu.stream()), Error);
-  EXPECT_THROW(k::sample_rows(nullptr, 1, 0, nullptr, ids, gpu.stream()), Error);
+  EXPECT_THROW(k::sample_rows(nullptr, 1, k::kMaxSampleVocab + 1, nullptr, ids, nullptr, gpu.stream()), Error);
+  EXPECT_THROW(k::sample_rows(nullptr, 1, 0, nullptr, ids, nullptr, gpu.stream()), Error);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The engine's route per request between host sampling and a model that picks tokens itself: a CPU probe model
-// implements the hook (argmax and the host draw with the uploaded uniform), so replies must equal the plain model's,
-// each request's rows must take the route its own parameters choose, and mixed rounds must unpack correctly.
+// implements the hook (argmax, the host draw with the uploaded uniform, the host's logprobs), so replies must equal
+// the plain model's, each request's rows must take the route its own parameters choose, and mixed rounds must unpack
+// correctly.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,7 +22,9 @@ namespace {
 // Delegates the forward to a CPU model and picks the tokens of Greedy and Draw rows on the host.
 class ProbeModel final : public Model {
  public:
-  explicit ProbeModel(Model& inner, bool lie = false) : inner_(inner), lie_(lie) {}
+  // `lie`: ids for rows that asked for logits; `drop_logprobs`: no logprobs for rows that asked for them.
+  explicit ProbeModel(Model& inner, bool lie = false, bool drop_logprobs = false)
+      : inner_(inner), lie_(lie), drop_logprobs_(drop_logprobs) {}
   const ModelConfig& config() const override { return inner_.config(); }
   std::vector<float> forward(std::span<const SequenceChunk> chunks, KvPool& pool) override {
     return inner_.forward(chunks, pool);
@@ -58,6 +61,11 @@ class ProbeModel final : public Model {
       } else {
         out.ids.push_back(int32_t(std::max_element(l.begin(), l.end()) - l.begin()));
       }
+      if (rs.logprobs >= 0 && out.ids.back() >= 0 && !drop_logprobs_) {
+        out.logprobs.resize(rows.size());
+        LogprobTable t = logprob_table(l, rs.logprobs);
+        out.logprobs[r] = {true, l[size_t(out.ids.back())] - t.log_sum_exp, std::move(t.top)};
+      }
     }
     return out;
   }
@@ -69,7 +77,7 @@ class ProbeModel final : public Model {
 
  private:
   Model& inner_;
-  bool lie_;
+  bool lie_, drop_logprobs_;
   std::mutex mu_;
   std::array<int, 3> modes_{};
 };
@@ -81,7 +89,8 @@ std::vector<int32_t> random_prompt(std::mt19937& rng, int len, int vocab) {
   return p;
 }
 
-// Requests of every kind: greedy, seeded draws with top-k/top-p/min-p, and host-only ones (penalties, logprobs).
+// Requests of every kind: greedy and seeded draws with top-k/top-p/min-p, with and without logprobs, and host-only
+// ones (penalties).
 std::vector<GenerationRequest> mixed_requests(int vocab) {
   std::mt19937 rng(21);
   std::vector<GenerationRequest> reqs;
@@ -94,7 +103,10 @@ std::vector<GenerationRequest> mixed_requests(int vocab) {
       case 0: r.sampling.temperature = 0.0f; break;
       case 1: r.sampling.temperature = 0.8f; break;
       case 2: r.sampling.temperature = 1.1f, r.sampling.top_k = 7; break;
-      case 3: r.sampling.temperature = 0.9f, r.sampling.top_p = 0.6f, r.sampling.min_p = 0.05f; break;
+      case 3:
+        r.sampling.temperature = 0.9f, r.sampling.top_p = 0.6f, r.sampling.min_p = 0.05f;
+        r.sampling.logprobs = true;
+        break;
       case 4: r.sampling.temperature = 0.7f, r.sampling.presence_penalty = 0.5f; break;
       case 5: r.sampling.temperature = 0.0f, r.sampling.repetition_penalty = 1.3f; break;
       case 6: r.sampling.temperature = 0.0f, r.sampling.logprobs = true, r.sampling.top_logprobs = 3; break;
@@ -138,13 +150,13 @@ TEST(RowSampling, RouteDependsOnTheRequestAlone) {
   EXPECT_TRUE(device_sampleable(p));
   p.top_k = 5, p.top_p = 0.5f, p.min_p = 0.1f, p.temperature = 0.3f;
   EXPECT_TRUE(device_sampleable(p));
-  for (int i = 0; i < 5; ++i) {
+  p.logprobs = true, p.top_logprobs = 2;
+  EXPECT_TRUE(device_sampleable(p));
+  for (int i = 0; i < 3; ++i) {
     SamplingParams q = p;
     if (i == 0) q.presence_penalty = 0.1f;
     if (i == 1) q.frequency_penalty = -0.1f;
     if (i == 2) q.repetition_penalty = 1.1f;
-    if (i == 3) q.logprobs = true;
-    if (i == 4) q.top_logprobs = 2;
     EXPECT_FALSE(device_sampleable(q)) << i;
   }
 }
@@ -163,6 +175,12 @@ TEST(RowSampling, RowsCarryTheModeAndTheKeyedDraw) {
   EXPECT_EQ(r.min_p, 0.02f);
   EXPECT_EQ(r.uniform, keyed_uniform(77, 130));
   EXPECT_NE(r.uniform, row_sampling_for(p, true, 77, 131).uniform);
+  EXPECT_EQ(r.logprobs, -1);
+  p.logprobs = true;
+  EXPECT_EQ(row_sampling_for(p, true, 77, 130).logprobs, 0);
+  p.top_logprobs = 5;
+  EXPECT_EQ(row_sampling_for(p, true, 77, 130).logprobs, 5);
+  EXPECT_EQ(row_sampling_for(p, false, 77, 130).logprobs, -1);
 }
 
 TEST_F(DeviceSampling, RepliesEqualHostSamplingAloneAndMixed) {
@@ -223,6 +241,14 @@ TEST_F(DeviceSampling, ModelsWithoutTheHookReturnLogitsForEveryRow) {
   EXPECT_EQ(out.logits.size(), size_t(config.vocab_size));
   std::vector<RowSampling> two(2);
   EXPECT_THROW(model->forward_sampled(std::span<const SequenceChunk>(&c, 1), two, pool), Error);
+}
+
+TEST_F(DeviceSampling, APickWithoutTheLogprobsItsRowAskedForIsAnError) {
+  auto reqs = mixed_requests(config.vocab_size);
+  ProbeModel dropper(*model, false, true);
+  auto got = run(dropper, {reqs[6]}, 1);
+  EXPECT_EQ(got[0]->result.reason, FinishReason::Error);
+  EXPECT_NE(got[0]->result.error.find("logprobs"), std::string::npos) << got[0]->result.error;
 }
 
 TEST_F(DeviceSampling, AnIdForARowThatWasNotAskedIsAnError) {

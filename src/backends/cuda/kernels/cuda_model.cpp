@@ -67,6 +67,7 @@ k::SampleRow sample_row(const RowSampling& r) {
   s.min_p = r.min_p;
   s.uniform = std::min(float(r.uniform), 0x1.fffffep-1f);
   if (!(s.uniform >= 0.0f)) s.uniform = 0.0f;
+  s.logprobs = r.logprobs < 0 ? -1 : std::min(r.logprobs, k::kMaxTopLogprobs);
   return s;
 }
 
@@ -382,6 +383,7 @@ class CudaModel final : public Model {
   struct Scratch {
     CUdeviceptr x, xn, act, qkv, q, gu, states, lastn, logits, ids, meta, desc;
     CUdeviceptr partial, gathered, part_logits;  // tensor parallelism: a rank's partial sums and the ranks' gathered
+    CUdeviceptr logprobs;                        // a k::LogprobRecord per logit row
   };
 
   // The widest buffer each mixer needs per row over the program's layers (floats or bf16 elements).
@@ -423,7 +425,8 @@ class CudaModel final : public Model {
             r * 4,           meta_bytes,         has_state() ? cuda::StateRows::descriptor_bytes(T) : 0,
             parallel() ? t * H * 4 : 0,
             parallel() ? size_t(ranks()) * std::max(t * H, r * head_rows()) * 4 : 0,
-            parallel() ? r * head_rows() * 4 : 0};
+            parallel() ? r * head_rows() * 4 : 0,
+            r * sizeof(k::LogprobRecord)};
   }
 
   static size_t scratch_need(const std::vector<size_t>& sizes) {
@@ -434,9 +437,9 @@ class CudaModel final : public Model {
 
   static Scratch carve(cuda::DeviceArena& arena, const std::vector<size_t>& sizes) {
     arena.release_to(0);
-    CUdeviceptr p[15];
+    CUdeviceptr p[16];
     for (size_t i = 0; i < sizes.size(); ++i) p[i] = arena.allocate(std::max<size_t>(sizes[i], 16), "scratch").ptr;
-    return {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14]};
+    return {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]};
   }
 
   // Scratch of an eager pass, grown when a pass needs more.
@@ -649,7 +652,8 @@ class CudaModel final : public Model {
     k::rmsnorm_bf16(at<float>(s.x), logit_rows, at<float>(weights_.final_norm), R, H, eps, at<uint16_t>(s.lastn), st);
     head_logits(s, R, st);
     if (sample && samples_on_device())
-      k::sample_rows(at<float>(s.logits), R, c.vocab_size, params, at<int32_t>(s.ids), st);
+      k::sample_rows(at<float>(s.logits), R, c.vocab_size, params, at<int32_t>(s.ids), at<k::LogprobRecord>(s.logprobs),
+                     st);
     if (round_) round_->finish();
   }
 
@@ -706,6 +710,21 @@ class CudaModel final : public Model {
     }
   }
 
+  // The records of the rows that asked for logprobs, into out.logprobs (left empty when none did).
+  void download_logprobs(const Scratch& s, std::span<const RowSampling> rows, SampledForward& out, cuda::CUstream st) {
+    if (std::none_of(rows.begin(), rows.end(), [](const RowSampling& r) { return r.logprobs >= 0; })) return;
+    std::vector<k::LogprobRecord> records(rows.size());
+    downloader_.download(records.data(), s.logprobs, records.size() * sizeof(k::LogprobRecord), st);
+    out.logprobs.resize(rows.size());
+    for (size_t r = 0; r < rows.size(); ++r) {
+      if (rows[r].logprobs < 0 || rows[r].mode == RowSampling::Mode::Logits) continue;
+      RowLogprobs& lp = out.logprobs[r];
+      lp.asked = true;
+      lp.chosen = records[r].chosen;
+      for (int j = 0; j < records[r].count; ++j) lp.top.emplace_back(records[r].top_ids[j], records[r].top_logprobs[j]);
+    }
+  }
+
   SampledForward run(std::span<const SequenceChunk> chunks, KvPool& pool, std::vector<float>* states,
                      std::span<const RowSampling> rows) {
     ensure_pool(pool);
@@ -746,6 +765,7 @@ class CudaModel final : public Model {
       return out;
     }
     if (any_device) downloader_.download(out.ids.data(), sp->ids, size_t(R) * 4, st);
+    download_logprobs(*sp, rows, out, st);
     // Rows without an id come back as logits, each run of neighbours in one copy.
     const size_t V = size_t(c.vocab_size);
     out.logits.resize(size_t(std::count(out.ids.begin(), out.ids.end(), -1)) * V);
