@@ -132,6 +132,7 @@ int serve(const std::vector<std::string>& argv) {
   Args args(argv,
             with_draft_flags(with_model_flags({"host", "port", "api-key", "api-key-file", "request-log",
                               "served-model-name", "max-body-bytes", "queue-limit", "max-n", "prompt-cache-gib",
+                              "prompt-cache-state-stride",
                               "kv-pages",
                               "prompt-cache-host-gib", "memory-gib", "media-domains", "max-image-bytes",
                               "max-image-pixels", "max-image-seconds", "max-images", "media-timeout-ms", "drain-seconds",
@@ -182,10 +183,17 @@ int serve(const std::vector<std::string>& argv) {
   const double cache_gib = args.get_double("prompt-cache-gib", 1.0);
   const double host_gib = args.get_double("prompt-cache-host-gib", 0.0);
   const double memory_gib = args.get_double("memory-gib", 0.0);
+  const long long state_stride = args.get_int("prompt-cache-state-stride", 0);
+  const int page = EngineOptions{}.kv_page_tokens;
+  if (state_stride < 0 || state_stride > (1 << 20) || state_stride % page != 0)
+    throw Error("--prompt-cache-state-stride must be a multiple of " + std::to_string(page) +
+                " positions (a KV page), or 0 for the model's own");
   const long long kv_pages = args.get_int("kv-pages", 0);
   if (kv_pages < 0 || kv_pages > (1 << 30)) throw Error("--kv-pages must be between 0 (sized to memory) and 2^30");
-  o.prepare_engine = [cache_gib, host_gib, memory_gib, kv_pages, args](const LoadedModel& m, EngineOptions& eo) {
+  o.prepare_engine = [cache_gib, host_gib, memory_gib, kv_pages, state_stride, args](const LoadedModel& m,
+                                                                                     EngineOptions& eo) {
     if (m.model->device_memory_free()) use_gpu_round_sizes(args, eo);
+    eo.prompt_cache_state_stride = int(state_stride);
     apply_draft_options(args, m, eo);
     size_prompt_cache(eo, m.config, cache_gib, host_gib);
     eo.kv_pages = int(kv_pages);

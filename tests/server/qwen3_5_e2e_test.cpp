@@ -1,6 +1,6 @@
 // tiny-qwen3.5 (a hybrid model with recurrent state) served over real HTTP: each reply, greedy or seeded, with
 // logprobs, is the same alone and among 8 concurrent requests, at any prefill chunk, with or without drafting, and
-// resumed from the prompt cache.
+// resumed from the prompt cache at the default state stride and at one snapshot a page.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -68,6 +68,24 @@ TEST(Qwen35E2E, ASecondTurnResumesTheFirstFromItsStateSnapshotAndEqualsAFreshRun
   EXPECT_GT(hit, 16) << "the shared system prompt was not resumed from the cache";
   EXPECT_EQ(none, 0);
   EXPECT_EQ(resumed, from_scratch);
+  // Snapshots every page (16 positions, the default here being 48): at least as much of the prefix resumes, from a
+  // page boundary, and the reply is the same.
+  ServerProcess fine({model, "--device", "cpu", "--context", "512", "--prompt-cache-state-stride", "16"});
+  ASSERT_TRUE(fine.ready()) << fine.stderr_text();
+  ASSERT_EQ(reply_and_cached(fine.port(), first).second, 0);
+  const auto [fine_resumed, fine_hit] = reply_and_cached(fine.port(), second);
+  EXPECT_GE(fine_hit, hit);
+  EXPECT_EQ(fine_hit % 16, 0);
+  EXPECT_EQ(fine_resumed, from_scratch);
+}
+
+TEST(Qwen35E2E, AStateStrideOffTheKvPagesIsRefusedByName) {
+  FS_REQUIRE_SHARED(shared);
+  ServerProcess bad({(shared / "models/tiny-qwen3.5").string(), "--device", "cpu", "--prompt-cache-state-stride", "20"},
+                    10);
+  EXPECT_FALSE(bad.ready());
+  EXPECT_NE(bad.stderr_text().find("--prompt-cache-state-stride must be a multiple of 16"), std::string::npos)
+      << bad.stderr_text();
 }
 
 // Prefill chunks of 1, 3, 17 and 64 tokens, and drafting (tiny-qwen3 shares the tokenizer; n-grams), leave every
