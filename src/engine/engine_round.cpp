@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/recycled_floats.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "engine/row_sampling.h"
@@ -214,6 +215,7 @@ void Engine::round(Streams& active) {
     if (picked < 0) l = std::span<float>(out.logits.data() + logit_row++ * V, V);
     accept_token(s, picked, l, sampled[i] ? &*sampled[i] : device ? &*device : nullptr);
   }
+  recycle_floats(std::move(out.logits));
   retire(active);
   std::lock_guard lock(mu_);
   stats_.kv_pages_used = pool_->pages_used();

@@ -4,6 +4,7 @@
 
 #include "backends/cpu/ops.h"
 #include "core/error.h"
+#include "core/recycled_floats.h"
 #include "io/safetensors.h"
 #include "models/weights_loader.h"
 
@@ -56,7 +57,7 @@ std::vector<float> final_logits(const std::vector<float>& x, const ForwardRows& 
     cpu::rmsnorm(x.data(), ends.final_norm.data(), T, H, eps, normed.data());
     states->insert(states->end(), normed.begin(), normed.end());
   }
-  std::vector<float> logits(size_t(R) * size_t(c.vocab_size));
+  std::vector<float> logits = take_floats(size_t(R) * size_t(c.vocab_size));
   cpu::matmul(last.data(), R, ends.head, nullptr, logits.data());
   return logits;
 }

@@ -27,6 +27,7 @@
 #include "backends/cuda/kernels/sample_ops.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/recycled_floats.h"
 #include "io/safetensors.h"
 #include "models/forward_rows.h"
 #include "models/kv_pool.h"
@@ -768,7 +769,7 @@ class CudaModel final : public Model {
     download_logprobs(*sp, rows, out, st);
     // Rows without an id come back as logits, each run of neighbours in one copy.
     const size_t V = size_t(c.vocab_size);
-    out.logits.resize(size_t(std::count(out.ids.begin(), out.ids.end(), -1)) * V);
+    out.logits = take_floats(size_t(std::count(out.ids.begin(), out.ids.end(), -1)) * V);
     size_t filled = 0;
     for (int r = 0; r < R;) {
       if (out.ids[size_t(r)] >= 0) {
