@@ -7,13 +7,13 @@
 namespace fs {
 
 bool device_sampleable(const SamplingParams& p) {
-  return p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && p.repetition_penalty == 1.0f;
+  return !has_penalties(p);
 }
 
 RowSampling row_sampling_for(const SamplingParams& p, bool on_device, uint64_t seed, uint64_t position) {
   RowSampling r;
   if (!on_device) return r;
-  if (p.logprobs) r.logprobs = std::clamp(p.top_logprobs, 0, 20);
+  if (p.logprobs) r.logprobs = std::clamp(p.top_logprobs, 0, kMaxTopLogprobs);
   if (p.temperature <= 0.0f) {
     r.mode = RowSampling::Mode::Greedy;
     return r;

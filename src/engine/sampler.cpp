@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <vector>
 
 #include "core/hash.h"
+#include "models/model.h"
 
 namespace fs {
 
@@ -150,6 +150,10 @@ int32_t draw(std::span<const float> logits, const SamplingParams& p, double u) {
 
 }  // namespace
 
+bool has_penalties(const SamplingParams& p) {
+  return p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f || p.repetition_penalty != 1.0f;
+}
+
 int32_t draw_token(std::span<const float> logits, const SamplingParams& params, double u) {
   return draw(logits, params, u);
 }
@@ -164,7 +168,7 @@ LogprobTable logprob_table(std::span<const float> logits, int top) {
   const float mx = *std::max_element(logits.begin(), logits.end());
   t.log_sum_exp = log_sum_exp(logits, mx);
   SortedPrefix best(logits, mx, kFirstBandLogprobs);
-  for (size_t i = 0; i < size_t(std::clamp(top, 0, 20)) && i < best.size(); ++i) {
+  for (size_t i = 0; i < size_t(std::clamp(top, 0, kMaxTopLogprobs)) && i < best.size(); ++i) {
     const int32_t id = best.at(i);
     t.top.emplace_back(id, logits[size_t(id)] - t.log_sum_exp);
   }
@@ -180,7 +184,7 @@ SampledToken sample_token(std::span<float> logits, const SamplingParams& params,
   if (params.logprobs) {
     table = logprob_table(logits, params.top_logprobs);
     out.top_logprobs = std::move(table.top);
-    if (!counts.prompt.empty() || !counts.reply.empty()) unmodified.assign(logits.begin(), logits.end());
+    if (has_penalties(params)) unmodified.assign(logits.begin(), logits.end());
   }
   apply_penalties(logits, params, counts);
   out.id = params.temperature <= 0.0f ? argmax(logits) : draw(logits, params, keyed_uniform(seed, position));

@@ -20,6 +20,9 @@ struct TokenCounts {
 // A uniform double in [0, 1) from (seed, position).
 double keyed_uniform(uint64_t seed, uint64_t position);
 
+// Whether a repetition, presence or frequency penalty is set.
+bool has_penalties(const SamplingParams& params);
+
 // The token a temperature draw picks with uniform `u` (top-k, min-p, top-p as in sample_token; no penalties).
 int32_t draw_token(std::span<const float> logits, const SamplingParams& params, double u);
 

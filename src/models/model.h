@@ -48,6 +48,9 @@ struct SequenceChunk {
 };
 
 // How the engine wants one logit row back: its logits (sampled on the host) or a token the model picks itself.
+// Most top logprobs a row may report.
+inline constexpr int kMaxTopLogprobs = 20;
+
 struct RowSampling {
   enum class Mode : int32_t { Logits = 0, Greedy = 1, Draw = 2 };
   Mode mode = Mode::Logits;
@@ -56,7 +59,7 @@ struct RowSampling {
   float top_p = 1.0f;
   float min_p = 0.0f;
   double uniform = 0.0;  // Draw: the request's keyed draw in [0, 1)
-  int logprobs = -1;     // Greedy or Draw, ≥ 0: also the chosen id's logprob and this many top ones (up to 20)
+  int logprobs = -1;     // Greedy or Draw, ≥ 0: also the chosen id's logprob and this many top ones
 };
 
 // A picked row's logprobs under its unmodified logits: the chosen id's, then the best ids' (ties by lowest id).

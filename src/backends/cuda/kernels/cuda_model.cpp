@@ -50,6 +50,7 @@ constexpr size_t kPinnedLimit = size_t{256} << 20;
 constexpr size_t kStageBytes = size_t{32} << 20;
 
 constexpr int kSampleWords = int(sizeof(k::SampleRow) / 4);
+static_assert(k::kMaxTopLogprobs == kMaxTopLogprobs, "the device records hold every top logprob a row may ask for");
 
 // Row bookkeeping of one forward pass, uploaded as one block laid out by cuda::meta_layout.
 struct Plan : cuda::PassRows {
