@@ -185,6 +185,8 @@ void Engine::finish(Stream& s, FinishReason reason, const std::string& error) {
   }
   try {
     for (int32_t p : s.pages) pool_->release(p);
+    release_resume_state(s);
+    drop_state_snapshots(s);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "foldserve: releasing the pages of stream %llu failed: %s\n", (unsigned long long)s.id,
                  e.what());

@@ -191,16 +191,23 @@ class Engine {
   // computed prefix (with its state) in the cache, rolling a window back, and restoring an adopted state.
   void plan_state_snapshots(const std::vector<RoundItem>& items);
   void keep_state_snapshots(Stream& s);
+  // Free pool pages for one snapshot a forward pass writes into; none when the pool lacks them.
+  std::vector<int32_t> take_snapshot_pages();
+  // Forgets the stream's snapshots of this round, giving back the pages they hold.
+  void drop_state_snapshots(Stream& s);
   // The window's snapshot at the stream's `computed` when its slot ran past rejected rows, else null.
   const float* kept_window_state(const Stream& s) const;
-  // The stream's state at `computed`: that snapshot, else the slot's state.
-  std::vector<float> state_at_computed(const Stream& s);
+  // The stream's state at `computed`: that window snapshot (copied into `copy`, as the stream's snapshots may be
+  // cleared before it is kept), else the slot as it stands.
+  StateSource state_at_computed(const Stream& s, std::vector<float>& copy) const;
   // Puts the state of the window's last kept row into the stream's slot when rejected rows ran after it.
   void roll_back_state(Stream& s);
   void keep_in_cache(Stream& s);
   // keep_in_cache for a preempted stream, releasing its pages before its state is kept.
   void park_in_cache(Stream& s);
   void restore_cached_state(Stream& s);
+  // Gives back the snapshot pages a stream adopted and has not restored.
+  void release_resume_state(Stream& s);
   void publish_cache_stats();
   void check_sampled(const SampledForward& out, std::span<const RowSampling> rows) const;
 

@@ -37,7 +37,7 @@ void Engine::adopt_cached_prefix(Stream& s) {
   CacheHit hit = cache_->lookup(s.keys, int(s.tokens.size()) - 1, false);
   s.pages = std::move(hit.pages);
   s.computed = hit.positions;
-  s.resume_state = std::move(hit.state);
+  s.resume_state_pages = std::move(hit.state_pages);
 }
 
 void Engine::admit(Streams& active) {
@@ -99,7 +99,8 @@ void Engine::reset_to_queued(Stream& s, bool keep_prefix) {
   for (int32_t p : s.pages) pool_->release(p);
   s.pages.clear();
   s.computed = 0;
-  s.resume_state = {};
+  release_resume_state(s);
+  drop_state_snapshots(s);
   s.drop_draft();
   s.window_states = {};  // a queued stream holds no window buffers (the budget counts them per admitted stream)
   s.spare_states = {};

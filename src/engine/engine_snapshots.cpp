@@ -19,8 +19,7 @@ void Engine::plan_state_snapshots(const std::vector<RoundItem>& items) {
   const bool caching = cache_ && state_stride_ > 0;
   for (const auto& it : items) {
     Stream& s = *it.stream;
-    s.snapshots.clear();
-    s.snapshot_targets.clear();
+    drop_state_snapshots(s);
     // Window states reuse the stream's buffers of earlier rounds: each holds a whole recurrent state.
     for (auto& w : s.window_states) s.spare_states.push_back(std::move(w.state));
     s.window_states.clear();
@@ -34,8 +33,12 @@ void Engine::plan_state_snapshots(const std::vector<RoundItem>& items) {
       const bool for_cache = std::binary_search(cached.begin(), cached.end(), p);
       const bool for_window = it.drafted > 0 && p < end;
       if (!for_cache && !for_window) continue;
-      if (for_cache) {
-        s.snapshots.push_back({p, std::vector<float>(floats)});
+      if (for_cache && !for_window) {
+        // Straight into pool pages when there is room (no trip through the host), else into host floats.
+        s.snapshots.push_back({p, {}, take_snapshot_pages()});
+        if (s.snapshots.back().pages.empty()) s.snapshots.back().state.resize(floats);
+      } else if (for_cache) {
+        s.snapshots.push_back({p, std::vector<float>(floats), {}});
       } else if (!s.spare_states.empty()) {
         s.window_states.push_back({p, std::move(s.spare_states.back())});
         s.spare_states.pop_back();
@@ -43,16 +46,33 @@ void Engine::plan_state_snapshots(const std::vector<RoundItem>& items) {
         s.window_states.push_back({p, std::vector<float>(floats)});
       }
       StateSnapshot& snap = for_cache ? s.snapshots.back() : s.window_states.back();
-      s.snapshot_targets.push_back({p, snap.state.data()});
+      s.snapshot_targets.push_back({p, snap.pages.empty() ? snap.state.data() : nullptr, snap.pages});
     }
   }
+}
+
+std::vector<int32_t> Engine::take_snapshot_pages() {
+  const int need = model_.state_snapshot_pages(*pool_);
+  std::vector<int32_t> pages;
+  if (need <= 0 || pool_->pages_free() < need) return pages;
+  for (int i = 0; i < need; ++i) pages.push_back(*pool_->allocate());
+  return pages;
 }
 
 void Engine::keep_state_snapshots(Stream& s) {
   // Only states of kept positions: a verify window's rejected rows leave nothing in the cache.
   if (cache_)
-    for (const auto& snap : s.snapshots)
-      if (snap.position <= s.computed) cache_->insert(s.keys, snap.position, s.pages, snap.state.data());
+    for (const auto& snap : s.snapshots) {
+      if (snap.position > s.computed) continue;
+      const StateSource state = snap.pages.empty() ? StateSource(snap.state.data()) : StateSource::pages_of(snap.pages);
+      cache_->insert(s.keys, snap.position, s.pages, state);
+    }
+  drop_state_snapshots(s);
+}
+
+void Engine::drop_state_snapshots(Stream& s) {
+  for (const auto& snap : s.snapshots)
+    for (int32_t p : snap.pages) pool_->release(p);
   s.snapshots.clear();
   s.snapshot_targets.clear();
 }
@@ -61,17 +81,17 @@ const float* Engine::kept_window_state(const Stream& s) const {
   if (s.computed >= s.window_end) return nullptr;
   for (const auto* list : {&s.window_states, &s.snapshots})
     for (const auto& snap : *list)
-      if (snap.position == s.computed) return snap.state.data();
+      if (snap.position == s.computed && snap.pages.empty()) return snap.state.data();
   throw Error("stream " + std::to_string(s.id) + " has no state snapshot at its last kept row " +
               std::to_string(s.computed));
 }
 
-std::vector<float> Engine::state_at_computed(const Stream& s) {
-  const size_t floats = pool_->state_floats();
-  if (const float* kept = kept_window_state(s)) return std::vector<float>(kept, kept + floats);
-  std::vector<float> state(floats);
-  model_.save_state(*pool_, s.state_slot, state.data());
-  return state;
+StateSource Engine::state_at_computed(const Stream& s, std::vector<float>& copy) const {
+  if (const float* kept = kept_window_state(s)) {
+    copy.assign(kept, kept + pool_->state_floats());
+    return copy.data();
+  }
+  return StateSource::slot_of(s.state_slot);
 }
 
 void Engine::roll_back_state(Stream& s) {
@@ -82,10 +102,11 @@ void Engine::roll_back_state(Stream& s) {
 
 void Engine::keep_in_cache(Stream& s) {
   if (!cache_) return;
-  std::vector<float> state;
-  if (state_stride_ > 0 && s.state_slot >= 0 && s.computed > 0) state = state_at_computed(s);
+  std::vector<float> copy;
+  StateSource state;
+  if (state_stride_ > 0 && s.state_slot >= 0 && s.computed > 0) state = state_at_computed(s, copy);
   keep_state_snapshots(s);
-  cache_->insert(s.keys, s.computed, s.pages, state.empty() ? nullptr : state.data());
+  cache_->insert(s.keys, s.computed, s.pages, state);
 }
 
 void Engine::park_in_cache(Stream& s) {
@@ -94,25 +115,31 @@ void Engine::park_in_cache(Stream& s) {
     keep_in_cache(s);
     return;
   }
-  std::vector<float> state;
-  if (s.state_slot >= 0 && s.computed > 0) state = state_at_computed(s);
+  std::vector<float> copy;
+  StateSource state;
+  if (s.state_slot >= 0 && s.computed > 0) state = state_at_computed(s, copy);
   keep_state_snapshots(s);
-  // The pages first, then the state, which may take pages the stream has just given up.
+  // The pages first, then the state (the slot is still the stream's), which may take pages it has just given up.
   const int kept = cache_->insert(s.keys, s.computed, s.pages);
   for (int32_t p : s.pages) pool_->release(p);
   s.pages.clear();
-  if (kept == s.computed && !state.empty()) cache_->keep_state(s.keys, s.computed, state.data());
+  if (kept == s.computed && state) cache_->keep_state(s.keys, s.computed, state);
 }
 
 void Engine::restore_cached_state(Stream& s) {
   if (!state_slots_) return;
   if (s.computed > 0) {
-    if (s.resume_state.size() != pool_->state_floats())
+    if (s.resume_state_pages.empty())
       throw Error("stream " + std::to_string(s.id) + " resumes at position " + std::to_string(s.computed) +
                   " without its recurrent state");
-    model_.load_state(*pool_, s.state_slot, s.resume_state.data());
+    model_.pages_to_state(*pool_, s.resume_state_pages, s.state_slot);
   }
-  s.resume_state = {};
+  release_resume_state(s);
+}
+
+void Engine::release_resume_state(Stream& s) {
+  for (int32_t p : s.resume_state_pages) pool_->release(p);
+  s.resume_state_pages.clear();
 }
 
 }  // namespace fs

@@ -1,8 +1,10 @@
 #include "engine/prompt_cache.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
+#include "core/error.h"
 #include "models/kv_pool.h"
 #include "models/model.h"
 
@@ -90,6 +92,7 @@ PromptCache::Node* PromptCache::least_recent(Pred pred) const {
 
 void PromptCache::drop(Node* node) {
   while (!node->children.empty()) drop(node->children.back().get());
+  std::erase_if(evict_batch_, [&](const Node* n) { return n == node; });
   if (node->on_device()) {
     pool_.release(node->page);
     for (int32_t p : node->state_pages) pool_.release(p);
@@ -112,13 +115,50 @@ bool PromptCache::make_room_on_host(int pages) {
   return true;
 }
 
+bool PromptCache::evictable(const Node* n) const {
+  if (n == root_.get() || !n->on_device() || pool_.refcount(n->page) != 1) return false;
+  return std::all_of(n->children.begin(), n->children.end(), [](auto& c) { return !c->on_device(); });
+}
+
+PromptCache::Node* PromptCache::next_evictable() {
+  for (int walk = 0; walk < 2; ++walk) {
+    while (!evict_batch_.empty()) {
+      Node* n = evict_batch_.front();
+      evict_batch_.pop_front();
+      if (evictable(n)) return n;
+    }
+    if (walk > 0) break;
+    constexpr size_t kBatch = 128;
+    std::vector<Node*> found;
+    std::vector<Node*> stack{root_.get()};
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (auto& c : n->children) stack.push_back(c.get());
+      if (evictable(n)) found.push_back(n);
+    }
+    const auto older = [](const Node* a, const Node* b) { return a->last_used < b->last_used; };
+    evict_batch_whole_ = found.size() <= kBatch;
+    const size_t keep = std::min(found.size(), kBatch);
+    std::partial_sort(found.begin(), found.begin() + ptrdiff_t(keep), found.end(), older);
+    evict_batch_.assign(found.begin(), found.begin() + ptrdiff_t(keep));
+  }
+  return nullptr;
+}
+
+void PromptCache::offer_evictable(Node* node) {
+  if (!evictable(node)) return;
+  const auto at = std::find_if(evict_batch_.begin(), evict_batch_.end(),
+                               [&](const Node* n) { return n->last_used > node->last_used; });
+  // Past the batch's newest entry it belongs there only when the walk left nothing out; else a later walk finds it.
+  if (at != evict_batch_.end() || evict_batch_whole_) evict_batch_.insert(at, node);
+}
+
 bool PromptCache::evict_one() {
   // A device page only the cache holds, whose children have all left the device already.
-  Node* victim = least_recent([&](Node* n) {
-    if (!n->on_device() || pool_.refcount(n->page) != 1) return false;
-    return std::all_of(n->children.begin(), n->children.end(), [](auto& c) { return !c->on_device(); });
-  });
+  Node* victim = next_evictable();
   if (!victim) return drop_shared_snapshot();
+  Node* parent = victim->parent;
   if (make_room_on_host(pages_of(victim))) {
     std::vector<float> data(pool_.page_floats()), state;
     model_.save_kv_page(pool_, victim->page, data.data());  // a throw leaves the pages on the device
@@ -137,6 +177,7 @@ bool PromptCache::evict_one() {
   } else {
     drop(victim);
   }
+  offer_evictable(parent);
   ++stats_.evictions;
   return true;
 }
@@ -177,15 +218,28 @@ bool PromptCache::ensure_on_device(Node* node) {
   return true;
 }
 
-// The snapshot goes into pages of its own, padded to whole pages; without room it is not kept.
-void PromptCache::keep_snapshot(Node* node, const float* state) {
+// The snapshot goes into pages of its own, padded to whole pages (or keeps the pages it is in); without room it is not
+// kept.
+void PromptCache::keep_snapshot(Node* node, StateSource state) {
   const int need = state_pages_;
-  while (stats_.device_pages + need > max_device_ || pool_.pages_free() < need)
+  if (!state.pages.empty() && int(state.pages.size()) != need)
+    throw Error("a state snapshot in " + std::to_string(state.pages.size()) + " pages where one takes " +
+                std::to_string(need));
+  const int allocate = state.pages.empty() ? need : 0;
+  while (stats_.device_pages + need > max_device_ || pool_.pages_free() < allocate)
     if (!evict_one()) return;
   std::vector<int32_t> pages;
   try {
-    for (int i = 0; i < need; ++i) pages.push_back(*pool_.allocate());
-    model_.write_state_pages(pool_, pages, state);
+    if (!state.pages.empty()) {
+      for (int32_t p : state.pages) {
+        pool_.retain(p);
+        pages.push_back(p);
+      }
+    } else {
+      for (int i = 0; i < need; ++i) pages.push_back(*pool_.allocate());
+      if (state.floats) model_.write_state_pages(pool_, pages, state.floats);
+      else model_.state_to_pages(pool_, state.slot, pages);
+    }
   } catch (...) {
     for (int32_t p : pages) pool_.release(p);
     throw;
@@ -196,12 +250,18 @@ void PromptCache::keep_snapshot(Node* node, const float* state) {
 }
 
 // A leaf only the cache holds goes to the host tier with its snapshot when the device has no room for the snapshot.
-void PromptCache::park_on_host(Node* node, const float* state) {
+void PromptCache::park_on_host(Node* node, StateSource state) {
   if (node->children.size() > 0 || pool_.refcount(node->page) != 1 || !make_room_on_host(1 + state_pages_)) return;
   std::vector<float> data(pool_.page_floats());
   model_.save_kv_page(pool_, node->page, data.data());
   node->host = std::move(data);
-  node->state_host.assign(state, state + pool_.state_floats());
+  if (state.floats) {
+    node->state_host.assign(state.floats, state.floats + pool_.state_floats());
+  } else {
+    node->state_host.resize(pool_.state_floats());
+    if (state.pages.empty()) model_.save_state(pool_, state.slot, node->state_host.data());
+    else model_.read_state_pages(pool_, state.pages, node->state_host.data());
+  }
   pool_.release(node->page);
   node->page = -1;
   --stats_.device_pages;
@@ -210,12 +270,14 @@ void PromptCache::park_on_host(Node* node, const float* state) {
   ++stats_.evictions;
 }
 
-void PromptCache::read_snapshot(const Node* node, std::vector<float>& out) {
-  out.assign(pool_.state_floats(), 0.0f);
-  model_.read_state_pages(pool_, node->state_pages, out.data());
+void PromptCache::hold_snapshot(const Node* node, std::vector<int32_t>& out) {
+  for (int32_t p : node->state_pages) pool_.retain(p);
+  for (int32_t p : out) pool_.release(p);
+  out = node->state_pages;
 }
 
 CacheHit PromptCache::lookup(std::span<const uint64_t> keys, int max_positions, bool counted) {
+  evict_batch_.clear();  // streams may have given pages back since
   CacheHit hit;
   const size_t P = size_t(pool_.page_tokens());
   // With recurrent state nothing past the deepest snapshot can be resumed from.
@@ -253,7 +315,7 @@ CacheHit PromptCache::lookup(std::span<const uint64_t> keys, int max_positions, 
         model_.copy_kv_positions(pool_, held, *fresh, int(m));
         pos += m;
         if (snapshot) {
-          read_snapshot(c, hit.state);
+          hold_snapshot(c, hit.state_pages);
           resume_node = nullptr;
           resume_pos = pos;
           resume_pages = hit.pages.size();
@@ -262,18 +324,22 @@ CacheHit PromptCache::lookup(std::span<const uint64_t> keys, int max_positions, 
       pool_.release(std::exchange(held, -1));
       break;
     }
-    if (resume_node) read_snapshot(resume_node, hit.state);  // its page is retained, its snapshot kept by resuming_
+    if (resume_node) hold_snapshot(resume_node, hit.state_pages);  // its snapshot was kept by resuming_
     resuming_ = nullptr;
     if (state_pages_ > 0) {
       for (size_t i = resume_pages; i < hit.pages.size(); ++i) pool_.release(hit.pages[i]);
       hit.pages.resize(resume_pages);
       pos = resume_pos;
-      if (pos == 0) hit.state.clear();
+      if (pos == 0) {
+        for (int32_t p : hit.state_pages) pool_.release(p);
+        hit.state_pages.clear();
+      }
     }
   } catch (...) {
     resuming_ = nullptr;
     if (held >= 0) pool_.release(held);
     for (int32_t p : hit.pages) pool_.release(p);
+    for (int32_t p : hit.state_pages) pool_.release(p);
     throw;
   }
   hit.positions = int(pos);
@@ -302,8 +368,9 @@ int PromptCache::evictable_pages() const {
 }
 
 int PromptCache::insert(std::span<const uint64_t> keys, int positions, std::span<const int32_t> pages,
-                        const float* state) {
+                        StateSource state) {
   if (max_device_ <= 0) return 0;
+  evict_batch_.clear();
   const size_t P = size_t(pool_.page_tokens());
   Node* node = root_.get();
   size_t pos = 0;
@@ -355,8 +422,9 @@ int PromptCache::insert(std::span<const uint64_t> keys, int positions, std::span
   return int(pos);
 }
 
-bool PromptCache::keep_state(std::span<const uint64_t> keys, int positions, const float* state) {
+bool PromptCache::keep_state(std::span<const uint64_t> keys, int positions, StateSource state) {
   if (state_pages_ == 0 || positions <= 0) return false;
+  evict_batch_.clear();
   const size_t P = size_t(pool_.page_tokens());
   Node* node = root_.get();
   std::vector<int32_t> path;  // held so room-making cannot evict the node or its ancestors

@@ -4,6 +4,7 @@
 // host-memory tier and come back on a hit. For models with recurrent state, a node may also hold a snapshot of that
 // state after its last position, in pool pages of its own; a lookup then resumes at the deepest snapshot.
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <vector>
@@ -27,13 +28,39 @@ struct PromptCacheStats {
 struct CacheHit {
   std::vector<int32_t> pages;  // retained for the caller, in position order
   int positions = 0;           // positions whose K/V these pages hold
-  std::vector<float> state;    // models with recurrent state: that state after `positions` positions
+  // Models with recurrent state: the pages of the snapshot after `positions` positions, retained for the caller
+  // (Model::pages_to_state copies them into a slot).
+  std::vector<int32_t> state_pages;
 };
 
-// A stream's recurrent state after `position` positions, taken for the prompt cache.
+// The recurrent state a snapshot copies: host floats, a state slot of the model as it stands now (copied on the
+// model's side, on the device for a device backend, without a trip through the host), or snapshot pages a forward
+// pass already wrote (the cache retains them instead of copying).
+struct StateSource {
+  StateSource() = default;
+  StateSource(const float* host) : floats(host) {}
+  static StateSource slot_of(int32_t state_slot) {
+    StateSource s;
+    s.slot = state_slot;
+    return s;
+  }
+  static StateSource pages_of(std::span<const int32_t> snapshot_pages) {
+    StateSource s;
+    s.pages = snapshot_pages;
+    return s;
+  }
+  explicit operator bool() const { return floats || slot >= 0 || !pages.empty(); }
+  const float* floats = nullptr;
+  int32_t slot = -1;
+  std::span<const int32_t> pages;
+};
+
+// A stream's recurrent state after `position` positions, taken for the prompt cache: in host floats, or in pool
+// pages of its own (retained by the stream until the cache takes them).
 struct StateSnapshot {
   int position = 0;
   std::vector<float> state;
+  std::vector<int32_t> pages;
 };
 
 class PromptCache {
@@ -44,20 +71,19 @@ class PromptCache {
   ~PromptCache();
 
   // Adopts the longest cached prefix of keys[0, max_positions): full pages are shared, a partially matching page
-  // is copied into a fresh page. With recurrent state, the prefix ends at the deepest snapshot, copied into the hit.
-  // The returned pages are the caller's to release. `counted` → the lookup and its hit enter the stats now; else the
-  // caller counts it with count_lookup (or never, for a stream re-adopting its own prefix). On an exception nothing
-  // stays retained for the caller.
+  // is copied into a fresh page. With recurrent state, the prefix ends at the deepest snapshot, whose pages the hit
+  // holds. The returned pages (state pages included) are the caller's to release. `counted` → the lookup and its
+  // hit enter the stats now; else the caller counts it with count_lookup (or never, for a stream re-adopting its own
+  // prefix). On an exception nothing stays retained for the caller.
   CacheHit lookup(std::span<const uint64_t> keys, int max_positions, bool counted = true);
   void count_lookup(int positions);
   // Keeps the K/V of keys[0, positions) held in `pages`, and `state` (the recurrent state after `positions`, or null)
   // when the whole prefix is kept and room is found; returns how many positions the tree now covers for them
   // (fewer when nothing could be evicted to make room).
-  int insert(std::span<const uint64_t> keys, int positions, std::span<const int32_t> pages,
-             const float* state = nullptr);
+  int insert(std::span<const uint64_t> keys, int positions, std::span<const int32_t> pages, StateSource state = {});
   // Keeps `state` at the node that ends keys[0, positions) exactly (evicting others for room, or moving that node
   // to the host tier with it); false when there is no such node or no room.
-  bool keep_state(std::span<const uint64_t> keys, int positions, const float* state);
+  bool keep_state(std::span<const uint64_t> keys, int positions, StateSource state);
   // Frees one node's device pages that the cache alone holds (least recently used), else a snapshot of a node a
   // stream still holds; false when none can go.
   bool evict_one();
@@ -74,14 +100,27 @@ class PromptCache {
   int deepest_snapshot(std::span<const uint64_t> keys, int max_positions) const;
   int pages_of(const Node* node) const;
   bool ensure_on_device(Node* node);
-  void keep_snapshot(Node* node, const float* state);
-  void read_snapshot(const Node* node, std::vector<float>& out);
-  void park_on_host(Node* node, const float* state);
+  void keep_snapshot(Node* node, StateSource state);
+  // Retains the node's snapshot pages into `out` (releasing any it held).
+  void hold_snapshot(const Node* node, std::vector<int32_t>& out);
+  void park_on_host(Node* node, StateSource state);
   void drop(Node* node);
   bool make_room_on_host(int pages);
   bool drop_shared_snapshot();
   void touch(Node* node);
   template <class Pred> Node* least_recent(Pred pred) const;
+  // A device node only the cache holds whose children have all left the device: what evict_one takes.
+  bool evictable(const Node* node) const;
+  // The least recently used evictable node, from evict_batch_ (refilled by one walk of the tree when it runs dry).
+  Node* next_evictable();
+  // Puts a node that has just become evictable in its place among the batch.
+  void offer_evictable(Node* node);
+
+  // The oldest evictable nodes of one walk, oldest first, so a run of evictions walks the tree once per batch instead
+  // of once per page. Cleared by every call that uses nodes or takes pages from streams; an entry a stream has
+  // retained since is skipped.
+  std::deque<Node*> evict_batch_;
+  bool evict_batch_whole_ = false;  // the walk found no more evictable nodes than the batch holds
 
   KvPool& pool_;
   Model& model_;

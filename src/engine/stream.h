@@ -21,7 +21,8 @@ struct Stream {
   int cached = 0;               // prompt positions adopted from the prompt cache at the first admission
   std::vector<int32_t> pages;
   int32_t state_slot = -1;      // recurrent-state slot while admitted (models with recurrent layers)
-  std::vector<float> resume_state;  // the state at `computed` adopted from the prompt cache, until a slot holds it
+  // The snapshot pages of the state at `computed` adopted from the prompt cache (retained), until a slot holds it.
+  std::vector<int32_t> resume_state_pages;
   std::vector<StateSnapshot> snapshots;  // states this round's chunk takes for the prompt cache
   std::vector<StateSnapshot> window_states;  // states after each verify-window row but the last, to roll back to
   std::vector<std::vector<float>> spare_states;  // buffers of earlier windows, reused by the next

@@ -10,6 +10,7 @@
 #include "models/forward_rows.h"
 #include "models/gated_attention.h"
 #include "models/gated_deltanet.h"
+#include "models/host_snapshot_staging.h"
 #include "models/kv_pool.h"
 #include "models/paged_attention.h"
 #include "models/ref_loader.h"
@@ -207,7 +208,11 @@ class CpuRunner final : public Model {
 
   std::vector<float> run(std::span<const SequenceChunk> chunks, KvPool& pool, std::vector<float>* states) {
     check_memory(chunks, pool);
-    return run_rows(chunks, plan_forward_rows(chunks, config_, pool.page_tokens()), pool, states);
+    const HostSnapshotStaging staged(chunks, pool.state_floats());
+    std::vector<float> out =
+        run_rows(staged.chunks(), plan_forward_rows(staged.chunks(), config_, pool.page_tokens()), pool, states);
+    staged.write(*this, pool);
+    return out;
   }
 
   std::vector<float> run_rows(std::span<const SequenceChunk> chunks, const ForwardRows& r, KvPool& pool,

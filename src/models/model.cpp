@@ -60,6 +60,18 @@ void Model::write_state_pages(KvPool& pool, std::span<const int32_t> pages, cons
   }
 }
 
+void Model::state_to_pages(KvPool& pool, int32_t slot, std::span<const int32_t> pages) {
+  std::vector<float> state(pool.state_floats());
+  save_state(pool, slot, state.data());
+  write_state_pages(pool, pages, state.data());
+}
+
+void Model::pages_to_state(KvPool& pool, std::span<const int32_t> pages, int32_t slot) {
+  std::vector<float> state(pool.state_floats());
+  read_state_pages(pool, pages, state.data());
+  load_state(pool, slot, state.data());
+}
+
 void Model::read_state_pages(KvPool& pool, std::span<const int32_t> pages, float* state) {
   const size_t F = pool.page_floats(), n = pool.state_floats();
   std::vector<float> page(F);

@@ -17,10 +17,12 @@ class KvPool;
 class Checkpoint;
 
 // Where a forward pass copies a stream's recurrent state as it stands after `position` positions (for the prompt
-// cache): state_floats of the model's memory spec.
+// cache): state_floats of the model's memory spec at `state`, or, when `pages` are given, into those snapshot pages
+// of the pool as write_state_pages lays a state out (on the device for a device backend).
 struct StateSnapshotTarget {
   int position = 0;
   float* state = nullptr;
+  std::span<const int32_t> pages;
 };
 
 // New tokens of one stream in this forward pass: positions start_pos .. start_pos+tokens.size()-1.
@@ -130,6 +132,11 @@ class Model {
   virtual int state_snapshot_pages(const KvPool& pool) const;
   virtual void write_state_pages(KvPool& pool, std::span<const int32_t> pages, const float* state);
   virtual void read_state_pages(KvPool& pool, std::span<const int32_t> pages, float* state);
+  // A state slot's state straight into snapshot pages: save_state then write_state_pages, which a device backend
+  // does as one copy on the device.
+  virtual void state_to_pages(KvPool& pool, int32_t slot, std::span<const int32_t> pages);
+  // And back: a snapshot's pages into a state slot (read_state_pages then load_state).
+  virtual void pages_to_state(KvPool& pool, std::span<const int32_t> pages, int32_t slot);
   // Bytes one KV page of `page_tokens` positions takes where the model keeps K/V (the host pool: f32 per the spec).
   virtual size_t kv_page_bytes(int page_tokens) const;
   // Free memory of the model's device right now, its weights already resident; none for a model on the host.

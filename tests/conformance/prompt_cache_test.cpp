@@ -2,10 +2,13 @@
 // prefix ending inside a page and across page edges, and a second turn that extends the first turn's reply.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "conformance.h"
 #include "engine/engine_runner.h"
 #include "engine/state_snapshots.h"
 #include "random_tokens.h"
+#include "sequence_pool.h"
 
 namespace fs::test {
 namespace {
@@ -49,6 +52,12 @@ class PromptCacheResume : public Conformance {
 
   std::unique_ptr<Model> fresh_model;
 
+  // Pages of 16 positions one snapshot of the model's recurrent state takes.
+  int snapshot_pages() const {
+    const size_t page = model->kv_page_bytes(16);
+    return int((model->memory_spec().state_bytes() + page - 1) / page);
+  }
+
   std::vector<int32_t> tokens(int n, uint32_t seed) const { return random_tokens(n, seed, config.vocab_size); }
 
   static std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
@@ -56,6 +65,64 @@ class PromptCacheResume : public Conformance {
     return a;
   }
 };
+
+// A state slot copied straight into snapshot pages (on the device for a device backend) reads back as the slot's
+// state bit for bit, as the copy through the host does, and those pages copied into another slot give it that state.
+TEST_P(PromptCacheResume, SlotCopiedIntoSnapshotPagesReadsBackBitForBit) {
+  const SequenceMemorySpec spec = model->memory_spec();
+  if (!spec.has_state()) GTEST_SKIP() << "no recurrent state";
+  const int need = snapshot_pages();
+  SequencePool seqs(*model, 2, 64, 2 * need);
+  seqs.prefill(0, tokens(37, 5), 37);
+  KvPool& pool = seqs.pool();
+  ASSERT_EQ(model->state_snapshot_pages(pool), need);
+  const std::vector<float> want = seqs.state(0);
+  std::vector<int32_t> direct, through_host;
+  for (int i = 0; i < need; ++i) direct.push_back(*pool.allocate()), through_host.push_back(*pool.allocate());
+  model->state_to_pages(pool, seqs.state_slot(0), direct);
+  model->write_state_pages(pool, through_host, want.data());
+  for (const auto* pages : {&direct, &through_host}) {
+    std::vector<float> got(want.size());
+    model->read_state_pages(pool, *pages, got.data());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)));
+  }
+  model->pages_to_state(pool, direct, seqs.state_slot(1));
+  const std::vector<float> resumed = seqs.state(1);
+  ASSERT_EQ(resumed.size(), want.size());
+  EXPECT_EQ(0, std::memcmp(resumed.data(), want.data(), want.size() * sizeof(float)));
+}
+
+// A forward pass writes a snapshot into pool pages (on the device for a device backend) with the bits it gives a
+// host target, at positions inside a chunk and at its end, beside another stream.
+TEST_P(PromptCacheResume, SnapshotsAPassWritesIntoPagesEqualItsHostSnapshots) {
+  const SequenceMemorySpec spec = model->memory_spec();
+  if (!spec.has_state()) GTEST_SKIP() << "no recurrent state";
+  const int need = snapshot_pages();
+  SequencePool seqs(*model, 2, 64, 2 * need);
+  KvPool& pool = seqs.pool();
+  ASSERT_EQ(model->state_snapshot_pages(pool), need);
+  const std::vector<int32_t> ids = tokens(40, 9);
+  std::vector<int32_t> pages[2];
+  for (int i = 0; i < 2 * need; ++i) pages[i / need].push_back(*pool.allocate());
+  std::vector<float> host[2];
+  for (auto& h : host) h.resize(pool.state_floats());
+  // Sequence 0 takes host snapshots after 21 and 40 positions, sequence 1 the same ones into pages.
+  const StateSnapshotTarget to_host[] = {{21, host[0].data(), {}}, {40, host[1].data(), {}}};
+  const StateSnapshotTarget to_pages[] = {{21, nullptr, pages[0]}, {40, nullptr, pages[1]}};
+  SequenceChunk chunks[] = {seqs.chunk(0, ids, 0), seqs.chunk(1, ids, 0)};
+  chunks[0].state_snapshots = to_host;
+  chunks[1].state_snapshots = to_pages;
+  seqs.forward(chunks);
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE("snapshot " + std::to_string(i));
+    std::vector<float> got(pool.state_floats());
+    model->read_state_pages(pool, pages[i], got.data());
+    EXPECT_EQ(0, std::memcmp(got.data(), host[i].data(), got.size() * sizeof(float)));
+  }
+  // The end-of-chunk snapshot is the state the slot holds.
+  const std::vector<float> slot = seqs.state(1);
+  EXPECT_EQ(0, std::memcmp(slot.data(), host[1].data(), slot.size() * sizeof(float)));
+}
 
 TEST_P(PromptCacheResume, SharedPrefixResumesAsFresh) {
   for (int shared_len : {5, 16, 17, 33}) {

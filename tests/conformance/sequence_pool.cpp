@@ -4,12 +4,12 @@
 
 namespace fs::test {
 
-SequencePool::SequencePool(Model& model, int sequences, int positions) : model_(model) {
+SequencePool::SequencePool(Model& model, int sequences, int positions, int spare_pages) : model_(model) {
   constexpr int kPageTokens = 16;
   const int per_sequence = (positions + kPageTokens - 1) / kPageTokens;
   const SequenceMemorySpec spec = model.memory_spec();
-  pool_ = std::make_unique<KvPool>(spec, kPageTokens, sequences * per_sequence, spec.has_state() ? sequences : 0,
-                                   model.kv_on_host());
+  pool_ = std::make_unique<KvPool>(spec, kPageTokens, sequences * per_sequence + spare_pages,
+                                   spec.has_state() ? sequences : 0, model.kv_on_host());
   model.attach_pool(*pool_);
   for (int s = 0; s < sequences; ++s) {
     Sequence seq;

@@ -12,7 +12,8 @@ namespace fs::test {
 
 class SequencePool {
  public:
-  SequencePool(Model& model, int sequences, int positions);
+  // `spare_pages` more pages stay free in the pool for a test to allocate.
+  SequencePool(Model& model, int sequences, int positions, int spare_pages = 0);
 
   // A chunk of sequence `seq`: `ids` at positions from `start`.
   SequenceChunk chunk(int seq, std::span<const int32_t> ids, int start, bool all_logits = false) const;
@@ -25,6 +26,7 @@ class SequencePool {
   KvPool& pool() { return *pool_; }
   // Sequence `seq`'s recurrent state as it stands (models with state), state_floats of the memory spec.
   std::vector<float> state(int seq);
+  int32_t state_slot(int seq) const { return sequences_.at(size_t(seq)).state_slot; }
 
  private:
   struct Sequence {

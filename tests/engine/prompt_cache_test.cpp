@@ -173,5 +173,46 @@ TEST_F(PromptCacheTest, KeepWithNothingEvictableFailsCleanly) {
   EXPECT_EQ(pool.pages_used(), 2);
 }
 
+// Evictions take the least recently used prefix first, through more evictions than one walk of the tree collects:
+// a prefix looked up since stays, and a parent page whose child has gone is next when it is the oldest.
+TEST_F(PromptCacheTest, EvictionTakesTheLeastRecentlyUsedPageFirst) {
+  constexpr int kPrefixes = 300;
+  KvPool pool(config.num_layers, config.num_kv_heads, config.head_dim, 16, kPrefixes + 2);
+  PromptCache cache(pool, *model, kPrefixes + 2, 0);
+  const auto keys_of = [](int prefix, int n) {
+    std::vector<uint64_t> k(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) k[size_t(i)] = uint64_t(prefix) * 1000 + uint64_t(i);
+    return k;
+  };
+  const auto keep = [&](const std::vector<uint64_t>& k) {
+    std::vector<int32_t> pages;
+    for (size_t i = 0; i < k.size(); i += 16) pages.push_back(*pool.allocate());
+    EXPECT_EQ(cache.insert(k, int(k.size()), pages), int(k.size()));
+    for (int32_t p : pages) pool.release(p);
+  };
+  const auto cached = [&](const std::vector<uint64_t>& k) {
+    auto hit = cache.lookup(k, int(k.size()));
+    for (int32_t p : hit.pages) pool.release(p);
+    return hit.positions;
+  };
+  const std::vector<uint64_t> two_pages = keys_of(kPrefixes, 32);
+  keep(two_pages);  // the oldest: its second page, then its first
+  for (int i = 0; i < kPrefixes; ++i) keep(keys_of(i, 16));
+  EXPECT_EQ(cached(keys_of(0, 16)), 16);  // prefixes 0 and 1 become the most recent
+  EXPECT_EQ(cached(keys_of(1, 16)), 16);
+  ASSERT_TRUE(cache.evict_one());
+  ASSERT_TRUE(cache.evict_one());
+  EXPECT_EQ(cache.stats().device_pages, kPrefixes);
+  EXPECT_EQ(cached(two_pages), 0);  // both its pages went first
+  for (int i = 0; i < kPrefixes - 2; ++i) ASSERT_TRUE(cache.evict_one());
+  EXPECT_EQ(cache.stats().device_pages, 2);
+  EXPECT_EQ(cached(two_pages), 0);
+  EXPECT_EQ(cached(keys_of(2, 16)), 0);
+  EXPECT_EQ(cached(keys_of(kPrefixes - 1, 16)), 0);
+  EXPECT_EQ(cached(keys_of(0, 16)), 16);
+  EXPECT_EQ(cached(keys_of(1, 16)), 16);
+  EXPECT_EQ(pool.pages_used(), 2);
+}
+
 }  // namespace
 }  // namespace fs::test

@@ -215,9 +215,12 @@ TEST_F(Qwen35PromptCache, SnapshotBitsSurviveTheHostTierAndEvictionFreesTheirPag
   EXPECT_EQ(pool.pages_used(), 1);
   auto hit = cache.lookup(a, 19);
   EXPECT_EQ(hit.positions, 16);
-  ASSERT_EQ(hit.state.size(), state.size());
-  EXPECT_EQ(std::memcmp(hit.state.data(), state.data(), state.size() * sizeof(float)), 0);
+  ASSERT_EQ(int(hit.state_pages.size()), per_snapshot);
+  std::vector<float> got(state.size());
+  model->read_state_pages(pool, hit.state_pages, got.data());
+  EXPECT_EQ(std::memcmp(got.data(), state.data(), state.size() * sizeof(float)), 0);
   for (int32_t p : hit.pages) pool.release(p);
+  for (int32_t p : hit.state_pages) pool.release(p);
   EXPECT_EQ(cache.stats().state_snapshots, 1);
   EXPECT_EQ(pool.pages_used(), cache.stats().device_pages);
   // b's page has no snapshot: nothing there to resume from.

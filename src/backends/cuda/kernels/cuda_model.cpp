@@ -25,6 +25,7 @@
 #include "backends/cuda/kernels/ops.h"
 #include "backends/cuda/kernels/tensor_parallel_ops.h"
 #include "backends/cuda/kernels/sample_ops.h"
+#include "backends/cuda/kernels/state_page_ops.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/recycled_floats.h"
@@ -285,6 +286,14 @@ class CudaModel final : public Model {
     });
   }
 
+  void state_to_pages(KvPool& pool, int32_t slot, std::span<const int32_t> pages) override {
+    copy_state_pages(pool, states_.base() + states_.slot_floats(slot), pages, true);
+  }
+
+  void pages_to_state(KvPool& pool, std::span<const int32_t> pages, int32_t slot) override {
+    copy_state_pages(pool, states_.base() + states_.slot_floats(slot), pages, false);
+  }
+
   void load_kv_page(KvPool& pool, int32_t page, const float* src) override {
     ensure_pool(pool);
     const size_t n = size_t(page_tokens_) * size_t(row_floats());
@@ -338,6 +347,35 @@ class CudaModel final : public Model {
           offset += n;
         }
     if (offset < total) throw Error("a state snapshot needs more pages than it was given");
+  }
+
+  // A device state into snapshot pages (laid out as for_state_bytes walks them) or back, on the device.
+  void copy_state_pages(KvPool& pool, float* state, std::span<const int32_t> pages, bool to_pages) {
+    ensure_pool(pool);
+    copy_state_pages(state, pages.size(), states_.page_list(pages, stage_, stream_.handle()), to_pages);
+  }
+
+  // The same with the page ids already in a device list.
+  void copy_state_pages(float* state, size_t page_count, const int32_t* device_pages, bool to_pages) {
+    const size_t bytes = state_floats() * sizeof(float), run = size_t(page_tokens_) * row_bytes();
+    const size_t sides = size_t(2 * kv_layers());
+    if (run == 0 || page_count * sides * run < bytes)
+      throw Error("a state snapshot needs more pages than it was given");
+    k::copy_state_pages(state, bytes, at<unsigned char>(kv_base_), slots_ * row_bytes(), int(sides), run, device_pages,
+                        to_pages, stream_.handle());
+  }
+
+  // The pass's snapshots that go into pages, from the device snapshot buffer, all page ids in one list.
+  void snapshots_into_pages(const cuda::StateRows& rows, float* snapshots) {
+    std::vector<int32_t> all;
+    for (const auto& pages : rows.tap_pages) all.insert(all.end(), pages.begin(), pages.end());
+    if (all.empty()) return;
+    const int32_t* list = states_.page_list(all, stage_, stream_.handle());
+    for (size_t t = 0; t < rows.tap_pages.size(); ++t) {
+      const size_t n = rows.tap_pages[t].size();
+      if (n > 0) copy_state_pages(snapshots + t * state_floats(), n, list, true);
+      list += n;
+    }
   }
 
   Plan plan(std::span<const SequenceChunk> chunks) const {
@@ -760,7 +798,10 @@ class CudaModel final : public Model {
         snapshots = states_.snapshot_buffer(p.state.taps.size(), st);
       }
       enqueue(eager, L, T, R, any_device, &p, states, int(p.state.seqs.size()), snapshots, st);
-      if (!p.state.taps.empty()) states_.deliver_snapshots(p.state, downloader_, st);
+      if (!p.state.taps.empty()) {
+        states_.deliver_snapshots(p.state, downloader_, st);
+        snapshots_into_pages(p.state, snapshots);
+      }
     }
     if (R == 0) {
       stream_.synchronize();

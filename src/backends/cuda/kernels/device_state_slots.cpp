@@ -21,7 +21,8 @@ void StateRows::add_chunk(const SequenceChunk& ch, int first_row, int64_t slot_f
   s.tap_count = int(ch.state_snapshots.size());
   for (const StateSnapshotTarget& t : ch.state_snapshots) {
     taps.push_back({t.position - ch.start_pos, int64_t(taps.size()) * int64_t(state_floats)});
-    tap_targets.push_back(t.state + target_offset);
+    tap_targets.push_back(t.pages.empty() ? t.state + target_offset : nullptr);
+    tap_pages.push_back(t.pages);
   }
   seqs.push_back(s);
 }
@@ -76,10 +77,22 @@ float* DeviceStateSlots::snapshot_buffer(size_t taps, CUstream stream) {
   return reinterpret_cast<float*>(static_cast<uintptr_t>(snapshots_base_));
 }
 
+const int32_t* DeviceStateSlots::page_list(std::span<const int32_t> pages, PinnedStage& stage, CUstream stream) {
+  const size_t bytes = std::max<size_t>(pages.size(), 1) * sizeof(int32_t);
+  if (!page_list_ || page_list_->capacity() < bytes) {
+    FS_CU(stream_synchronize, stream);
+    page_list_.reset();
+    page_list_ = std::make_unique<DeviceArena>(bytes, "snapshot page lists");
+    page_list_base_ = page_list_->allocate(bytes, "snapshot pages").ptr;
+  }
+  if (!pages.empty()) stage.upload(page_list_base_, pages.data(), pages.size() * sizeof(int32_t), stream);
+  return reinterpret_cast<const int32_t*>(static_cast<uintptr_t>(page_list_base_));
+}
+
 void DeviceStateSlots::deliver_snapshots(const StateRows& rows, Downloader& down, CUstream stream) {
   const size_t bytes = state_floats_ * sizeof(float);
   for (size_t t = 0; t < rows.tap_targets.size(); ++t)
-    down.download(rows.tap_targets[t], snapshots_base_ + t * bytes, bytes, stream);
+    if (rows.tap_targets[t]) down.download(rows.tap_targets[t], snapshots_base_ + t * bytes, bytes, stream);
 }
 
 void DeviceStateSlots::save(int32_t slot, float* dst, Downloader& down, CUstream stream) {

@@ -17,7 +17,8 @@ namespace fs::cuda {
 struct StateRows {
   std::vector<kernels::DeltaNetSeq> seqs;
   std::vector<kernels::DeltaNetSnapshot> taps;
-  std::vector<float*> tap_targets;  // host destination of each tap (state_floats floats)
+  std::vector<float*> tap_targets;  // host destination of each tap (state_floats floats), null for one into pages
+  std::vector<std::span<const int32_t>> tap_pages;  // the snapshot pages of each tap that goes into pages
 
   // Adds a chunk whose rows start at `first_row`; `slot_floats` is its state slot's offset in floats; its snapshots
   // land `target_offset` floats into their host targets (a tensor-parallel rank's share).
@@ -44,8 +45,11 @@ class DeviceStateSlots {
   float* base() const;
   // Device floats for `taps` snapshots, grown as needed.
   float* snapshot_buffer(size_t taps, CUstream stream);
-  // Copies the pass's snapshots to their host targets (after the pass is queued on `stream`).
+  // Copies the pass's snapshots that have host targets to them (after the pass is queued on `stream`).
   void deliver_snapshots(const StateRows& rows, Downloader& down, CUstream stream);
+
+  // `pages` uploaded to a device list (grown as needed) for the snapshot-page copies, queued on `stream`.
+  const int32_t* page_list(std::span<const int32_t> pages, PinnedStage& stage, CUstream stream);
 
   void save(int32_t slot, float* dst, Downloader& down, CUstream stream);
   void load(int32_t slot, const float* src, PinnedStage& stage, CUstream stream);
@@ -53,8 +57,8 @@ class DeviceStateSlots {
  private:
   size_t state_floats_;
   int slots_ = 0;
-  std::unique_ptr<DeviceArena> states_, snapshots_;
-  CUdeviceptr states_base_ = 0, snapshots_base_ = 0;
+  std::unique_ptr<DeviceArena> states_, snapshots_, page_list_;
+  CUdeviceptr states_base_ = 0, snapshots_base_ = 0, page_list_base_ = 0;
 };
 
 }  // namespace fs::cuda

@@ -155,6 +155,14 @@ class TensorParallelModel final : public Model {
     on_all([&](Model& m, int r) { m.write_state_pages(pool, pages, state + state_share(pool) * size_t(r)); });
   }
 
+  void state_to_pages(KvPool& pool, int32_t slot, std::span<const int32_t> pages) override {
+    on_all([&](Model& m, int) { m.state_to_pages(pool, slot, pages); });
+  }
+
+  void pages_to_state(KvPool& pool, std::span<const int32_t> pages, int32_t slot) override {
+    on_all([&](Model& m, int) { m.pages_to_state(pool, pages, slot); });
+  }
+
   void read_state_pages(KvPool& pool, std::span<const int32_t> pages, float* state) override {
     on_all([&](Model& m, int r) { m.read_state_pages(pool, pages, state + state_share(pool) * size_t(r)); });
   }
