@@ -443,7 +443,12 @@ bool PromptCache::keep_state(std::span<const uint64_t> keys, int positions, Stat
   }
   try {
     if (node && !node->has_state()) keep_snapshot(node, state);
-    if (node && !node->has_state()) park_on_host(node, state);
+    if (node && !node->has_state()) {
+      // Its own hold goes first: only a page the cache alone holds moves to the host tier.
+      pool_.release(path.back());
+      path.pop_back();
+      park_on_host(node, state);
+    }
   } catch (...) {
     for (int32_t p : path) pool_.release(p);
     throw;

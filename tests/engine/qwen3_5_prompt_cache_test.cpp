@@ -189,6 +189,31 @@ TEST_F(Qwen35PromptCache, PreemptionWithTheCacheOnKeepsBothRepliesExact) {
   expect_idle_accounting(e);
 }
 
+// The preempted stream parks its prefix, and its state on the host tier (the pool has no room for it), and resumes
+// from there once a has finished: it computes fewer rows than with the cache off, and both replies equal fresh runs.
+TEST_F(Qwen35PromptCache, APreemptedStreamResumesFromItsParkedState) {
+  auto a = request(tokens(60, 11));
+  auto b = request(tokens(50, 12), true);
+  a.max_tokens = 22;
+  b.max_tokens = 40;
+  EngineStats with_cache, without;
+  for (int cache_pages : {64, 0}) {
+    EngineOptions o = options(cache_pages, cache_pages > 0 ? 64 : 0, 2, 0);
+    o.kv_pages = 10;  // a needs 6 pages at its end, b 6: b is preempted after 70 positions
+    Engine e(*model, o);
+    EngineRunner run(e);
+    auto got_a = run.submit(a);
+    auto got_b = run.submit(b);
+    run.wait_all();
+    EXPECT_TRUE(same_bits(got_a->tokens, fresh(a)));
+    EXPECT_TRUE(same_bits(got_b->tokens, fresh(b)));
+    (cache_pages > 0 ? with_cache : without) = e.stats();
+  }
+  EXPECT_GT(with_cache.preemptions, 0u);
+  EXPECT_GT(with_cache.prompt_cache.host_restores, 0u);
+  EXPECT_LT(with_cache.rows, without.rows);
+}
+
 TEST_F(Qwen35PromptCache, SnapshotBitsSurviveTheHostTierAndEvictionFreesTheirPages) {
   const SequenceMemorySpec spec = model->memory_spec();
   KvPool pool(spec, 16, 32, 1);
