@@ -4,6 +4,7 @@
 //        [--round-tokens N] [--prefill-chunk N]   the engine runs' round and prompt-chunk sizes (default: 2048 or
 //                                                 twice the streams, and 512)
 //        [--rounds-only: only the model's decode rounds of --max-streams rows, for a profiler]
+//        [--host-profile FILE: the host threads sampled during the largest engine run (bench/host_profile.h)]
 //        bench_gpu --make-like NAME [--layers N] OUT   (writes the random checkpoint first, then measures it)
 //        bench_gpu --synthetic NAME [--layers N]   (a preset's shape with random weights made on the device)
 //        --tensor-parallel N   the model split over GPUs 0..N-1 (figures per GPU: weights, floor), then one batch-1
@@ -45,6 +46,7 @@
 #include "backends/cuda/kernels/tensor_parallel_model.h"
 #include "backends/cuda/kernels/ops.h"
 #include "gemm_peer.h"
+#include "host_profile.h"
 #include "synthetic_preset.h"
 
 namespace fs {
@@ -467,6 +469,7 @@ int bench(int argc, char** argv) {
   int decode = 128, prefill = 2048, max_streams = 64, layers = 0, tp = 1;
   EngineLoad load;
   bool gemm_only = false, rounds_only = false;
+  std::string host_profile;  // where the host profile of the largest engine run goes (empty: none)
   std::vector<int> gemm_rows = {1, 16, 32, 64, 2048};
   for (size_t i = 0; i < args.size(); ++i) {
     auto next = [&] { return i + 1 < args.size() ? args[++i] : throw Error("missing value after " + args[i]); };
@@ -484,6 +487,7 @@ int bench(int argc, char** argv) {
     else if (args[i] == "--gemm-rows") gemm_rows = parse_rows(next());
     else if (args[i] == "--gemm-only") gemm_only = true;
     else if (args[i] == "--rounds-only") rounds_only = true;
+    else if (args[i] == "--host-profile") host_profile = next();
     else dir = args[i];
   }
   if (load.round_tokens < 0 || load.prefill_chunk < 1)
@@ -571,7 +575,10 @@ int bench(int argc, char** argv) {
               load.prefill_chunk);
   std::printf("%8s %14s %14s  %s\n", "streams", "decode tok/s", "whole tok/s", "token_sha256");
   for (int n = 1; n <= max_streams; n *= 2) {
+    std::optional<HostProfile> profile;
+    if (!host_profile.empty() && n * 2 > max_streams) profile.emplace(997);
     EngineRun r = engine_run(*model, n, load);
+    if (profile) profile->write(host_profile);
     std::printf("%8d %14.1f %14.1f  %s\n", n, r.decode_rate, r.whole_rate, r.sha.c_str());
     std::fflush(stdout);
   }

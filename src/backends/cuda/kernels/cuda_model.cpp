@@ -34,6 +34,7 @@
 #include "models/kv_pool.h"
 #include "models/model.h"
 #include "models/model_program.h"
+#include "models/rotary_angle_cache.h"
 
 namespace fs {
 
@@ -533,8 +534,8 @@ class CudaModel final : public Model {
       const k::SampleRow sr = sample_row(rows[r]);
       std::memcpy(block.data() + L.sample + r * kSampleWords, &sr, sizeof sr);
     }
-    rotary_angles(program_.rotary, p.rope_positions.data(), p.rows, reinterpret_cast<float*>(block.data() + L.cos),
-                  reinterpret_cast<float*>(block.data() + L.sin));
+    angles_.angles(p.rope_positions.data(), p.rows, reinterpret_cast<float*>(block.data() + L.cos),
+                   reinterpret_cast<float*>(block.data() + L.sin));
     return block;
   }
 
@@ -843,6 +844,7 @@ class CudaModel final : public Model {
   int32_t dummy_page_ = 0;
   bool graphs_on_ = true;
   ModelProgram program_;
+  mutable RotaryAngleCache angles_{program_.rotary};  // the meta block's cos/sin rows
   cuda::DeviceStateSlots states_;
   std::unique_ptr<cuda::DeviceArena> decode_scratch_;
   Scratch decode_{};
