@@ -1,5 +1,7 @@
 #include "engine/admission.h"
 
+#include <algorithm>
+
 #include "engine/scheduler.h"
 
 namespace fs {
@@ -9,6 +11,12 @@ int pages_for_next_chunk(const Stream& s, int prefill_chunk, int page_tokens) {
   const int end = s.computed + next_chunk_length(s, prefill_chunk);
   const int pages = (end + page_tokens - 1) / page_tokens;
   return pages > int(s.pages.size()) ? pages - int(s.pages.size()) : 0;
+}
+
+int pages_to_admit(const Stream& s, int prefill_chunk, int page_tokens) {
+  if (!s.admitted) return pages_for_next_chunk(s, prefill_chunk, page_tokens);
+  const int pages = (int(s.tokens.size()) + page_tokens - 1) / page_tokens;
+  return std::max(pages - int(s.pages.size()), 0);
 }
 
 int pages_to_reserve(const Stream& s, int prefill_chunk, int page_tokens, int stream_positions) {

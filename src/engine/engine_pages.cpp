@@ -49,8 +49,8 @@ void Engine::admit(Streams& active) {
     {
       std::lock_guard lock(mu_);
       if (queue_.empty()) break;
-      // Nothing adopted yet: the chunk's pages from position 0, a lower bound of what it will take.
-      const int guess = pages_for_next_chunk(*queue_.front(), chunk, P);
+      // Nothing adopted yet: pages from position 0, a lower bound of what it will take.
+      const int guess = pages_to_admit(*queue_.front(), chunk, P);
       if (!may_admit(int(active.size()), options_.parallel, room(), reserved, guess)) break;
       active.push_back(std::move(queue_.front()));
       queue_.pop_front();
@@ -58,8 +58,7 @@ void Engine::admit(Streams& active) {
     Stream& s = *active.back();
     adopt_cached_prefix(s);
     // The adopted pages have left the room; what is left must still hold the next chunk.
-    if (!may_admit(int(active.size()) - 1, options_.parallel, room(), reserved,
-                   pages_for_next_chunk(s, chunk, P))) {
+    if (!may_admit(int(active.size()) - 1, options_.parallel, room(), reserved, pages_to_admit(s, chunk, P))) {
       reset_to_queued(s, false);
       std::lock_guard lock(mu_);
       queue_.push_front(std::move(active.back()));

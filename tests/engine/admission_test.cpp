@@ -35,6 +35,17 @@ TEST(Admission, PagesForTheNextChunkCountOnlyPagesNotHeld) {
   EXPECT_EQ(pages_for_next_chunk(stream(40, 9, 48, 3), 64, 16), 1);  // position 48 opens page 3
 }
 
+TEST(Admission, AStreamBackInTheQueueWaitsForAllItsPositions) {
+  EXPECT_EQ(pages_to_admit(stream(40, 0, 0, 0), 16, 16), 1);  // never admitted: its next chunk
+  Stream back = stream(40, 30, 0, 0);
+  back.admitted = true;
+  EXPECT_EQ(pages_to_admit(back, 16, 16), 5);  // 70 positions known
+  back.pages.assign(3, 0);                       // 3 pages adopted from the prompt cache
+  EXPECT_EQ(pages_to_admit(back, 16, 16), 2);
+  back.pages.assign(6, 0);
+  EXPECT_EQ(pages_to_admit(back, 16, 16), 0);
+}
+
 TEST(Admission, AStreamThatCanGrowReservesAtLeastOnePage) {
   EXPECT_EQ(pages_to_reserve(stream(40, 3, 42, 3), 64, 16, 256), 1);
   EXPECT_EQ(pages_to_reserve(stream(40, 0, 0, 0), 64, 16, 256), 3);

@@ -94,6 +94,31 @@ INSTANTIATE_TEST_SUITE_P(GreedySeededWithAndWithoutCache, Preemption,
                                   (info.param.prompt_cache ? "WithCache" : "NoCache");
                          });
 
+// A stream preempted for want of pages goes back to the queue and is not admitted again until all its positions so
+// far fit beside the running stream's reserve: admitted for one chunk, it would recompute part of its prefix only to
+// be preempted again, over and over while the other stream grows.
+TEST_F(FortuneDemoTest, APreemptedStreamWaitsUntilItsWholePrefixFits) {
+  const auto p = prompts(2, config.vocab_size, 12);
+  const GenerationRequest a = request(std::vector<int32_t>(p[0].begin(), p[0].begin() + 20), 60, false, 0);
+  const GenerationRequest b = request(std::vector<int32_t>(p[1].begin(), p[1].begin() + 20), 60, true, 7);
+  EngineOptions o;
+  o.parallel = 2;
+  o.context = 256;
+  o.prefill_chunk = 16;
+  o.round_tokens = 48;
+  o.kv_pages = 8;  // each stream ends at 80 positions (5 pages): b is preempted on the way
+  Engine engine(*model, o);
+  EngineRunner runner(engine);
+  auto got_a = runner.submit(a);
+  auto got_b = runner.submit(b);
+  runner.wait_all();
+  EXPECT_TRUE(same_bits(got_a->tokens, run_solo(*model, a)));
+  EXPECT_TRUE(same_bits(got_b->tokens, run_solo(*model, b)));
+  const EngineStats s = engine.stats();
+  EXPECT_EQ(s.preemptions, 1u);
+  EXPECT_EQ(s.kv_pages_used, 0);
+}
+
 class PoolBound : public FortuneDemoTest {
  protected:
   EngineOptions four_pages() {
