@@ -165,14 +165,26 @@ class HttpDrain : public ::testing::Test {
 
 TEST_F(HttpDrain, AFullQueueAnswers429WithRetryAfter) {
   const std::string long_body = R"({"prompt":"Once upon a time","max_tokens":4000,"stream":true})";
+  // Waits until /metrics shows `gauge` at `value`; a probe sent before that could take the queue's place itself.
+  const std::string get_metrics = "GET /metrics HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + std::string(kKey) +
+                                  "\r\nConnection: close\r\n\r\n";
+  const auto wait_for = [&](const std::string& gauge, int value) {
+    const std::string line = "\n" + gauge + " " + std::to_string(value) + "\n";
+    for (int i = 0; i < 500; ++i) {
+      if (raw_exchange(server_->port(), get_metrics).find(line) != std::string::npos)
+        return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
   // One stream decodes, one waits in the queue; a third finds the queue full.
   std::thread busy([&] { raw_exchange(server_->port(), post("/v1/completions", long_body), 4000); });
+  const bool running = wait_for("foldserve_active_streams", 1);
   std::thread waiting([&] { raw_exchange(server_->port(), post("/v1/completions", long_body), 4000); });
-  std::string reply;
-  for (int i = 0; i < 50 && first_status(reply) != 429; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    reply = raw_exchange(server_->port(), post("/v1/completions", R"({"prompt":"hi","max_tokens":4})"));
-  }
+  const bool queued = wait_for("foldserve_queue_depth", 1);
+  const std::string reply = raw_exchange(server_->port(), post("/v1/completions", R"({"prompt":"hi","max_tokens":4})"));
+  EXPECT_TRUE(running);
+  EXPECT_TRUE(queued);
   EXPECT_EQ(first_status(reply), 429) << reply;
   EXPECT_NE(reply.find("retry-after: 1"), std::string::npos) << reply;
   server_->stop(SIGKILL);
