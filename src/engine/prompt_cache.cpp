@@ -249,9 +249,13 @@ void PromptCache::keep_snapshot(Node* node, StateSource state) {
   ++stats_.state_snapshots;
 }
 
-// A leaf only the cache holds goes to the host tier with its snapshot when the device has no room for the snapshot.
+// A node only the cache holds, whose children have left the device, goes to the host tier with its snapshot when the
+// device has no room for the snapshot.
 void PromptCache::park_on_host(Node* node, StateSource state) {
-  if (node->children.size() > 0 || pool_.refcount(node->page) != 1 || !make_room_on_host(1 + state_pages_)) return;
+  const bool children_off = std::none_of(node->children.begin(), node->children.end(), [](auto& c) {
+    return c->on_device();
+  });
+  if (!children_off || pool_.refcount(node->page) != 1 || !make_room_on_host(1 + state_pages_)) return;
   std::vector<float> data(pool_.page_floats());
   model_.save_kv_page(pool_, node->page, data.data());
   node->host = std::move(data);

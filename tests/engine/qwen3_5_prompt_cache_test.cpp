@@ -214,6 +214,27 @@ TEST_F(Qwen35PromptCache, APreemptedStreamResumesFromItsParkedState) {
   EXPECT_LT(with_cache.rows, without.rows);
 }
 
+// A state kept at a node whose child has already gone to the host tier goes there too when the device has no room.
+TEST_F(Qwen35PromptCache, AStateWithNoRoomOnTheDeviceJoinsItsNodesChildOnTheHostTier) {
+  const SequenceMemorySpec spec = model->memory_spec();
+  const int per_snapshot = pages_per_state_snapshot(spec, 16);
+  KvPool pool(spec, 16, 8, 1);
+  PromptCache cache(pool, *model, 2, 64);  // two pages: the prefix's, but never a snapshot beside them
+  std::vector<uint64_t> keys(32);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = 900 + i;
+  std::vector<int32_t> pages{*pool.allocate(), *pool.allocate()};
+  EXPECT_EQ(cache.insert(keys, 32, pages), 32);
+  for (int32_t p : pages) pool.release(p);
+  ASSERT_TRUE(cache.evict_one());  // the second page goes to the host tier
+  EXPECT_EQ(cache.stats().host_pages, 1);
+  std::vector<float> state(spec.state_floats, 0.25f);
+  EXPECT_TRUE(cache.keep_state(keys, 16, state.data()));
+  EXPECT_EQ(cache.stats().state_snapshots, 1);
+  EXPECT_EQ(cache.stats().host_pages, 2 + per_snapshot);
+  EXPECT_EQ(cache.stats().device_pages, 0);
+  EXPECT_EQ(pool.pages_used(), 0);
+}
+
 TEST_F(Qwen35PromptCache, SnapshotBitsSurviveTheHostTierAndEvictionFreesTheirPages) {
   const SequenceMemorySpec spec = model->memory_spec();
   KvPool pool(spec, 16, 32, 1);
