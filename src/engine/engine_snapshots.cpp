@@ -52,7 +52,7 @@ void Engine::plan_state_snapshots(const std::vector<RoundItem>& items) {
 }
 
 std::vector<int32_t> Engine::take_snapshot_pages() {
-  const int need = model_.state_snapshot_pages(*pool_);
+  const int need = cache_->pages_per_snapshot();
   std::vector<int32_t> pages;
   if (need <= 0 || pool_->pages_free() < need) return pages;
   for (int i = 0; i < need; ++i) pages.push_back(*pool_->allocate());

@@ -32,14 +32,10 @@ PromptCache::PromptCache(KvPool& pool, Model& model, int device_pages, int host_
 int PromptCache::pages_of(const Node* node) const { return 1 + (node->has_state() ? state_pages_ : 0); }
 
 PromptCache::~PromptCache() {
-  std::vector<Node*> stack{root_.get()};
-  while (!stack.empty()) {
-    Node* n = stack.back();
-    stack.pop_back();
+  each_node([&](Node* n) {
     if (n->on_device()) pool_.release(n->page);
     for (int32_t p : n->state_pages) pool_.release(p);
-    for (auto& c : n->children) stack.push_back(c.get());
-  }
+  });
 }
 
 void PromptCache::touch(Node* node) {
@@ -77,16 +73,23 @@ int PromptCache::deepest_snapshot(std::span<const uint64_t> keys, int max_positi
   return deepest;
 }
 
-template <class Pred>
-PromptCache::Node* PromptCache::least_recent(Pred pred) const {
-  Node* best = nullptr;
+template <class F>
+void PromptCache::each_node(F f) const {
   std::vector<Node*> stack{root_.get()};
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
     for (auto& c : n->children) stack.push_back(c.get());
-    if (n != root_.get() && pred(n) && (!best || n->last_used < best->last_used)) best = n;
+    if (n != root_.get()) f(n);
   }
+}
+
+template <class Pred>
+PromptCache::Node* PromptCache::least_recent(Pred pred) const {
+  Node* best = nullptr;
+  each_node([&](Node* n) {
+    if (pred(n) && (!best || n->last_used < best->last_used)) best = n;
+  });
   return best;
 }
 
@@ -121,29 +124,26 @@ bool PromptCache::evictable(const Node* n) const {
 }
 
 PromptCache::Node* PromptCache::next_evictable() {
-  for (int walk = 0; walk < 2; ++walk) {
+  const auto pop = [&]() -> Node* {
     while (!evict_batch_.empty()) {
       Node* n = evict_batch_.front();
       evict_batch_.pop_front();
       if (evictable(n)) return n;
     }
-    if (walk > 0) break;
-    constexpr size_t kBatch = 128;
-    std::vector<Node*> found;
-    std::vector<Node*> stack{root_.get()};
-    while (!stack.empty()) {
-      Node* n = stack.back();
-      stack.pop_back();
-      for (auto& c : n->children) stack.push_back(c.get());
-      if (evictable(n)) found.push_back(n);
-    }
-    const auto older = [](const Node* a, const Node* b) { return a->last_used < b->last_used; };
-    evict_batch_whole_ = found.size() <= kBatch;
-    const size_t keep = std::min(found.size(), kBatch);
-    std::partial_sort(found.begin(), found.begin() + ptrdiff_t(keep), found.end(), older);
-    evict_batch_.assign(found.begin(), found.begin() + ptrdiff_t(keep));
-  }
-  return nullptr;
+    return nullptr;
+  };
+  if (Node* n = pop()) return n;
+  constexpr size_t kBatch = 128;
+  std::vector<Node*> found;
+  each_node([&](Node* n) {
+    if (evictable(n)) found.push_back(n);
+  });
+  const auto older = [](const Node* a, const Node* b) { return a->last_used < b->last_used; };
+  evict_batch_whole_ = found.size() <= kBatch;
+  const size_t keep = std::min(found.size(), kBatch);
+  std::partial_sort(found.begin(), found.begin() + ptrdiff_t(keep), found.end(), older);
+  evict_batch_.assign(found.begin(), found.begin() + ptrdiff_t(keep));
+  return pop();
 }
 
 void PromptCache::offer_evictable(Node* node) {
@@ -252,10 +252,7 @@ void PromptCache::keep_snapshot(Node* node, StateSource state) {
 // A node only the cache holds, whose children have left the device, goes to the host tier with its snapshot when the
 // device has no room for the snapshot.
 void PromptCache::park_on_host(Node* node, StateSource state) {
-  const bool children_off = std::none_of(node->children.begin(), node->children.end(), [](auto& c) {
-    return c->on_device();
-  });
-  if (!children_off || pool_.refcount(node->page) != 1 || !make_room_on_host(1 + state_pages_)) return;
+  if (!evictable(node) || !make_room_on_host(1 + state_pages_)) return;
   std::vector<float> data(pool_.page_floats());
   model_.save_kv_page(pool_, node->page, data.data());
   node->host = std::move(data);
@@ -361,13 +358,9 @@ void PromptCache::count_lookup(int positions) {
 
 int PromptCache::evictable_pages() const {
   int n = 0;
-  std::vector<const Node*> stack{root_.get()};
-  while (!stack.empty()) {
-    const Node* node = stack.back();
-    stack.pop_back();
-    for (auto& c : node->children) stack.push_back(c.get());
+  each_node([&](const Node* node) {
     if (node->on_device()) n += pool_.refcount(node->page) == 1 ? pages_of(node) : int(node->state_pages.size());
-  }
+  });
   return n;
 }
 

@@ -108,6 +108,8 @@ class PromptCache {
   bool make_room_on_host(int pages);
   bool drop_shared_snapshot();
   void touch(Node* node);
+  // Calls f(node) for every node below the root, each after its children were queued (so f may not remove any).
+  template <class F> void each_node(F f) const;
   template <class Pred> Node* least_recent(Pred pred) const;
   // A device node only the cache holds whose children have all left the device: what evict_one takes.
   bool evictable(const Node* node) const;

@@ -3,11 +3,13 @@
 namespace fs {
 
 HostSnapshotStaging::HostSnapshotStaging(std::span<const SequenceChunk> chunks, size_t state_floats)
-    : chunks_(chunks.begin(), chunks.end()) {
+    : view_(chunks) {
   size_t staged = 0;
   for (const SequenceChunk& ch : chunks)
     for (const StateSnapshotTarget& t : ch.state_snapshots) staged += t.pages.empty() ? 0 : 1;
   if (staged == 0) return;
+  chunks_.assign(chunks.begin(), chunks.end());
+  view_ = chunks_;
   buffers_.reserve(staged);  // targets point into these buffers, which must not move
   targets_.resize(chunks_.size());
   for (size_t c = 0; c < chunks_.size(); ++c) {

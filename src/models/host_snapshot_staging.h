@@ -12,12 +12,13 @@ class HostSnapshotStaging {
  public:
   HostSnapshotStaging(std::span<const SequenceChunk> chunks, size_t state_floats);
 
-  // The chunks with every page target turned into a host one.
-  std::span<const SequenceChunk> chunks() const { return chunks_; }
+  // The chunks with every page target turned into a host one (the given chunks when none names pages).
+  std::span<const SequenceChunk> chunks() const { return view_; }
   // After the pass: each staged state into its pages.
   void write(Model& model, KvPool& pool) const;
 
  private:
+  std::span<const SequenceChunk> view_;
   std::vector<SequenceChunk> chunks_;
   std::vector<std::vector<StateSnapshotTarget>> targets_;
   std::vector<std::vector<float>> buffers_;
