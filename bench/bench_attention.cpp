@@ -1,7 +1,9 @@
 // Attention kernel benchmark on the Llama-3-8B head shape (32 heads, 8 kv heads, head_dim 128, pages of 16):
 // a 2048-row prefill chunk (TFLOP/s of the causal work) and 1/16/64 decode rows at 128/576/1024/4096/16384 keys
 // (TB/s of the K/V bytes read), for the tensor-core kernel with split scratch (as the model runs it: a long row's key
-// chunks on several CTAs), without it ("mma-1cta": every row's chunks in one CTA) and the plain kernel.
+// chunks on several CTAs), without it ("mma-1cta": every row's chunks in one CTA) and the plain kernel; and a mixed
+// pass of 56 decode rows at 576 keys ahead of four 512-row prompts, the decode rows one per CTA ("mma") or in the
+// prompts' 16-row tiles ("mma-tiles").
 // Usage: bench_attention [--reps N]
 #include <algorithm>
 #include <chrono>
@@ -71,7 +73,7 @@ struct Bench {
 
   // Mean seconds per call over `reps` calls after two warm-ups.
   double time(const std::vector<int32_t>& row_keys, const std::vector<int32_t>& row_table,
-              const std::vector<int32_t>& page_list, const char* kernel, int reps) {
+              const std::vector<int32_t>& page_list, const char* kernel, int reps, int lone = 0) {
     const bool plain = std::strcmp(kernel, "plain") == 0;
     const int rows = int(row_keys.size());
     k::PagedKv kv{keys, values, upload(row_keys), upload(row_keys), upload(row_table), upload(page_list),
@@ -82,8 +84,9 @@ struct Bench {
       if (plain)
         k::plain_attention(q, rows, shape, kv, scale, nullptr, out, stream.handle());
       else
-        k::attention(q, rows, shape, kv, scale, nullptr, std::strcmp(kernel, "mma") == 0 ? split : k::AttentionSplit{},
-                     out, stream.handle());
+        k::attention(q, rows, shape, kv, scale, nullptr,
+                     std::strcmp(kernel, "mma-1cta") != 0 ? split : k::AttentionSplit{}, out, stream.handle(),
+                     lone);
     };
     for (int i = 0; i < 2; ++i) call();
     stream.synchronize();
@@ -120,6 +123,41 @@ int bench(int argc, char** argv) {
       const double s = b.time(keys, table, pages, kernel, std::strcmp(kernel, "plain") == 0 ? 2 : reps);
       std::printf("%-8s %6d %6d %8s %12.1f %10.2f %10.3f\n", kernel, rows, rows, "prefill", s * 1e6, flop / s / 1e12,
                   double(rows) * row_kv_bytes / s / 1e12);
+    }
+  }
+  {
+    const int decode = 56, context = 576, prompts = 4, prompt = 512;
+    const int decode_pages = context / kPageTokens, prompt_pages = prompt / kPageTokens;
+    const int rows = decode + prompts * prompt;
+    Bench b(size_t(decode) * decode_pages + size_t(prompts) * prompt_pages, rows);
+    std::vector<int32_t> keys, table, pages(b.pages);
+    std::vector<double> flop(1, 0.0);  // flop[i]: the work of the first i rows
+    for (int s = 0; s < decode; ++s) {
+      keys.push_back(context);
+      table.push_back(s * decode_pages);
+      flop.push_back(flop.back() + 4.0 * kHeads * kHeadDim * context);
+    }
+    for (int s = 0; s < prompts; ++s)
+      for (int r = 0; r < prompt; ++r) {
+        keys.push_back(r + 1);
+        table.push_back(decode * decode_pages + s * prompt_pages);
+        flop.push_back(flop.back() + 4.0 * kHeads * kHeadDim * (r + 1));
+      }
+    for (size_t p = 0; p < pages.size(); ++p) pages[p] = int32_t((p * 37) % pages.size());
+    auto part = [](const std::vector<int32_t>& v, int begin, int end) {
+      return std::vector<int32_t>(v.begin() + begin, v.begin() + end);
+    };
+    // Both parts together, then each alone.
+    const struct {
+      const char* kernel;
+      int begin, end, lone;
+      const char* what;
+    } cases[] = {{"mma", 0, rows, decode, "mixed"}, {"mma-tiles", 0, rows, 0, "mixed"},
+                 {"mma", 0, decode, 0, "decode"}, {"mma", decode, rows, 0, "prompts"}};
+    for (const auto& c : cases) {
+      const double s = b.time(part(keys, c.begin, c.end), part(table, c.begin, c.end), pages, c.kernel, reps, c.lone);
+      std::printf("%-8s %6d %6d %8s %12.1f %10.2f\n", c.kernel, c.end - c.begin, context, c.what, s * 1e6,
+                  (flop[size_t(c.end)] - flop[size_t(c.begin)]) / s / 1e12);
     }
   }
   for (int streams : {1, 16, 64})

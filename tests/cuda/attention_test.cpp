@@ -172,8 +172,9 @@ class PagedAttention {
   PagedAttention(Gpu& gpu, const PagedPool& pool)
       : gpu_(gpu), pool_(pool), keys_(gpu.upload(pool.keys)), values_(gpu.upload(pool.values)) {}
 
+  // `lone`: the leading rows attention runs one per CTA in a call of over 64 rows.
   std::vector<uint16_t> run(const std::vector<Row>& rows, bool plain = false, bool gated = false,
-                            const k::AttentionSplit& split = {}) {
+                            const k::AttentionSplit& split = {}, int lone = 0) {
     std::vector<int32_t> row_keys, row_table, pages;
     std::vector<float> q, gate;
     std::vector<int> table_of(pool_.tables.size(), -1);
@@ -199,7 +200,7 @@ class PagedAttention {
     if (plain)
       k::plain_attention(gpu_.upload(q), int(rows.size()), shape, kv, scale, gate_d, out, gpu_.stream());
     else
-      k::attention(gpu_.upload(q), int(rows.size()), shape, kv, scale, gate_d, split, out, gpu_.stream());
+      k::attention(gpu_.upload(q), int(rows.size()), shape, kv, scale, gate_d, split, out, gpu_.stream(), lone);
     return gpu_.download(out, rows.size() * pool_.row_width());
   }
 
@@ -379,6 +380,16 @@ TEST(CudaKernels, AttentionRowBitsDoNotDependOnTheCall) {
     std::vector<Row> shifted = {{4, 0}};
     shifted.insert(shifted.end(), prompt.begin(), prompt.end());
     check(shifted, att.run(shifted), "shifted prompt");
+    // Decode rows ahead of prompt rows, run one per CTA: 6 of them, then 70 (two launches of row CTAs).
+    std::vector<Row> lone = {{1, 129}, {2, 63}, {3, 64}, {4, 0}, {6, 128}, {5, 45}};
+    std::vector<Row> lone_first = lone;
+    lone_first.insert(lone_first.end(), prompt.begin(), prompt.end());
+    for (int p = 150; p < 200; ++p) lone_first.push_back({5, p});
+    check(lone_first, att.run(lone_first, false, false, {}, int(lone.size())), "6 lone rows, then prompts");
+    std::vector<Row> many_lone;
+    while (many_lone.size() < 70) many_lone.push_back(singles[many_lone.size() % singles.size()]);
+    many_lone.insert(many_lone.end(), prompt.begin(), prompt.end());
+    check(many_lone, att.run(many_lone, false, false, {}, 70), "70 lone rows, then a prompt");
   }
 }
 
@@ -437,6 +448,12 @@ TEST(CudaKernels, LongRowsGiveTheSameBitsSplitOrNot) {
     for (int p = 0; p < long_len; ++p) prompt.push_back({0, p});
     prompt.push_back({2, k::kSplitKeys});
     expect_alone_bits(prompt, att.run(prompt, false, false, roomy), "whole prompt");
+    // 70 long rows one per CTA ahead of a prompt (two launches of row CTAs, chunks split over workers), then the
+    // prompt's tiles.
+    std::vector<Row> lone_first(many.begin(), many.end());
+    while (lone_first.size() < 70) lone_first.push_back(decode[lone_first.size() % decode.size()]);
+    for (int p = 0; p < 300; ++p) lone_first.push_back({4, p});
+    expect_alone_bits(lone_first, att.run(lone_first, false, false, roomy, 70), "70 lone rows, then a prompt");
     for (const auto& split : {roomy, tight})
       EXPECT_EQ(gpu.download(split.counters, size_t(64) * s.heads), std::vector<int32_t>(size_t(64) * s.heads, 0));
   }

@@ -148,27 +148,27 @@ void qkv_rope_store(const float* qkv, int rows, HeadShape shape, const float* q_
 }
 
 void attention(float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, const float* gate,
-               const AttentionSplit& split, uint16_t* out, void* stream) {
+               const AttentionSplit& split, uint16_t* out, void* stream, int lone_rows) {
   check_shape(shape);
   if (rows == 0) return;
   const cudaStream_t st = as_runtime(stream);
   switch (shape.head_dim % 16 == 0 ? shape.head_dim / 16 : 0) {
-    case 1: attention_mma::launch<16>(q, rows, shape, kv, scale, gate, split, out, st); break;
-    case 2: attention_mma::launch<32>(q, rows, shape, kv, scale, gate, split, out, st); break;
-    case 3: attention_mma::launch<48>(q, rows, shape, kv, scale, gate, split, out, st); break;
-    case 4: attention_mma::launch<64>(q, rows, shape, kv, scale, gate, split, out, st); break;
-    case 5: attention_mma::launch<80>(q, rows, shape, kv, scale, gate, split, out, st); break;
-    case 6: attention_mma::launch<96>(q, rows, shape, kv, scale, gate, split, out, st); break;
-    case 7: attention_mma::launch<112>(q, rows, shape, kv, scale, gate, split, out, st); break;
-    case 8: attention_mma::launch<128>(q, rows, shape, kv, scale, gate, split, out, st); break;
-    case 9: attention_mma::launch<144>(q, rows, shape, kv, scale, gate, split, out, st); break;
-    case 10: attention_mma::launch<160>(q, rows, shape, kv, scale, gate, split, out, st); break;
-    case 11: attention_mma::launch<176>(q, rows, shape, kv, scale, gate, split, out, st); break;
-    case 12: attention_mma::launch<192>(q, rows, shape, kv, scale, gate, split, out, st); break;
-    case 13: attention_mma::launch<208>(q, rows, shape, kv, scale, gate, split, out, st); break;
-    case 14: attention_mma::launch<224>(q, rows, shape, kv, scale, gate, split, out, st); break;
-    case 15: attention_mma::launch<240>(q, rows, shape, kv, scale, gate, split, out, st); break;
-    case 16: attention_mma::launch<256>(q, rows, shape, kv, scale, gate, split, out, st); break;
+    case 1: attention_mma::launch<16>(q, rows, lone_rows, shape, kv, scale, gate, split, out, st); break;
+    case 2: attention_mma::launch<32>(q, rows, lone_rows, shape, kv, scale, gate, split, out, st); break;
+    case 3: attention_mma::launch<48>(q, rows, lone_rows, shape, kv, scale, gate, split, out, st); break;
+    case 4: attention_mma::launch<64>(q, rows, lone_rows, shape, kv, scale, gate, split, out, st); break;
+    case 5: attention_mma::launch<80>(q, rows, lone_rows, shape, kv, scale, gate, split, out, st); break;
+    case 6: attention_mma::launch<96>(q, rows, lone_rows, shape, kv, scale, gate, split, out, st); break;
+    case 7: attention_mma::launch<112>(q, rows, lone_rows, shape, kv, scale, gate, split, out, st); break;
+    case 8: attention_mma::launch<128>(q, rows, lone_rows, shape, kv, scale, gate, split, out, st); break;
+    case 9: attention_mma::launch<144>(q, rows, lone_rows, shape, kv, scale, gate, split, out, st); break;
+    case 10: attention_mma::launch<160>(q, rows, lone_rows, shape, kv, scale, gate, split, out, st); break;
+    case 11: attention_mma::launch<176>(q, rows, lone_rows, shape, kv, scale, gate, split, out, st); break;
+    case 12: attention_mma::launch<192>(q, rows, lone_rows, shape, kv, scale, gate, split, out, st); break;
+    case 13: attention_mma::launch<208>(q, rows, lone_rows, shape, kv, scale, gate, split, out, st); break;
+    case 14: attention_mma::launch<224>(q, rows, lone_rows, shape, kv, scale, gate, split, out, st); break;
+    case 15: attention_mma::launch<240>(q, rows, lone_rows, shape, kv, scale, gate, split, out, st); break;
+    case 16: attention_mma::launch<256>(q, rows, lone_rows, shape, kv, scale, gate, split, out, st); break;
     default: plain_attention(q, rows, shape, kv, scale, gate, out, stream);
   }
 }

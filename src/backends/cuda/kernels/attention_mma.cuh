@@ -70,11 +70,12 @@ struct Params {
   const float* gate;  // null, or f32 [rows, heads·HD]: the output multiplied by sigmoid(gate) before rounding
   uint16_t* out;
   PagedKv kv;
-  int rows, heads, kv_heads, group;  // group: query heads per kv head
-  int tile_heads, head_tiles;        // heads per tile (≤ 16) and tiles per group
-  int tile_rows;                     // rows per CTA (tile_rows · tile_heads ≤ 16 · TILES)
-  float scale_log2;                  // softmax scale · log2(e)
-  int workers;                       // CTAs sharing a row's chunks (gridDim.z); 1 without split scratch
+  int row0, rows;                // the launch's rows: row0 … rows − 1 of the call
+  int heads, kv_heads, group;    // group: query heads per kv head
+  int tile_heads, head_tiles;    // heads per tile (≤ 16) and tiles per group
+  int tile_rows;                 // rows per CTA (tile_rows · tile_heads ≤ 16 · TILES)
+  float scale_log2;              // softmax scale · log2(e)
+  int workers;                   // CTAs sharing a row's chunks (gridDim.z); 1 without split scratch
   AttentionSplit split;
 };
 
@@ -301,10 +302,11 @@ __device__ __forceinline__ void chunk_state(const float* merge, int slot, int d,
   }
 }
 
-// The first chunk record of a row in a call of up to 64 rows (one row per CTA): the chunks of the rows before it.
+// The first chunk record of a row in a launch of up to 64 rows (one row per CTA): the chunks of the launch's rows
+// before it.
 __device__ __forceinline__ int first_record(const Params& p, int row) {
   int at = 0;
-  for (int r = 0; r < row; ++r) at += chunk_count(p.kv.row_keys[r]);
+  for (int r = p.row0; r < row; ++r) at += chunk_count(p.kv.row_keys[r]);
   return at;
 }
 
@@ -339,7 +341,7 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
   const int tile_heads = min(p.tile_heads, p.group - ht * p.tile_heads);
   // Prefill CTAs take their row groups last first: causal rows see more keys further on, so the longest start first.
   const int row_group = TILES > 1 ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
-  const int row_begin = row_group * p.tile_rows, row_end = min(p.rows, row_begin + p.tile_rows);
+  const int row_begin = p.row0 + row_group * p.tile_rows, row_end = min(p.rows, row_begin + p.tile_rows);
   const size_t record = size_t(p.heads) * (HD + 2);  // attention_record_floats
 
   for (int seg = row_begin; seg < row_end;) {
@@ -438,7 +440,7 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
       // The last worker to finish combines the row's records in chunk order.
       __threadfence();
       __syncthreads();
-      int32_t* arrivals = p.split.counters + size_t(seg) * gridDim.y + blockIdx.y;
+      int32_t* arrivals = p.split.counters + size_t(seg - p.row0) * gridDim.y + blockIdx.y;
       if (tid == 0) last_arrival = atomicAdd(arrivals, 1) == min(p.workers, chunks) - 1;
       __syncthreads();
       if (last_arrival) {
@@ -469,19 +471,35 @@ void launch_tiles(Params p, cudaStream_t stream) {
   auto kernel = attention_kernel<HD, TILES, DEEP>;
   allow_shared_memory_once(kernel, unsigned(L::kSmemBytes), "attention");
   p.tile_rows = TILES > 1 ? L::kSlots / p.tile_heads : 1;
-  dim3 grid((p.rows + p.tile_rows - 1) / p.tile_rows, p.kv_heads * p.head_tiles, p.workers);
+  dim3 grid((p.rows - p.row0 + p.tile_rows - 1) / p.tile_rows, p.kv_heads * p.head_tiles, p.workers);
   launch_overlapping_kernel("attention", kernel, grid, dim3(L::kThreads), unsigned(L::kSmemBytes), stream, p);
 }
 
+// Rows row0 … end − 1 (at most 64), one per CTA. When those CTAs fill at most half the multiprocessors, each worker
+// takes a multiprocessor's shared memory for a deeper pipeline (more key blocks in flight per row) and, with split
+// scratch, the workers per row cover the multiprocessors once; else three stages, and workers to cover them about
+// twice. A row's bits are the same either way.
 template <int HD>
-void launch(float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, const float* gate,
+void launch_row_ctas(Params p, int row0, int end, cudaStream_t stream) {
+  p.row0 = row0;
+  p.rows = end;
+  const int ctas = (end - row0) * p.kv_heads * p.head_tiles, multiprocessors = multiprocessor_count("attention");
+  constexpr bool kDeeper = Layout<HD, 1, true>::kStages > Layout<HD, 1>::kStages;
+  const bool deep = kDeeper && 2 * ctas <= multiprocessors;
+  if (p.split.records) p.workers = std::clamp((deep ? 1 : 2) * multiprocessors / ctas, 1, kMaxSplitWorkers);
+  if constexpr (kDeeper)
+    if (deep) return launch_tiles<HD, 1, true>(p, stream);
+  launch_tiles<HD, 1>(p, stream);
+}
+
+template <int HD>
+void launch(float* q, int rows, int lone_rows, HeadShape shape, const PagedKv& kv, float scale, const float* gate,
             const AttentionSplit& split, uint16_t* out, cudaStream_t stream) {
   Params p{};
   p.q = q;
   p.gate = gate;
   p.out = out;
   p.kv = kv;
-  p.rows = rows;
   p.heads = shape.heads;
   p.kv_heads = shape.kv_heads;
   p.group = shape.heads / shape.kv_heads;
@@ -490,19 +508,16 @@ void launch(float* q, int rows, HeadShape shape, const PagedKv& kv, float scale,
   p.scale_log2 = scale * 1.4426950408889634f;
   p.split = split;
   p.workers = 1;
-  // Many rows (prefill): several tiles of consecutive rows share each key block (fewer for wide heads, whose
-  // accumulators need more registers per thread); few rows (decode): one row per CTA. When those CTAs fill at most
-  // half the multiprocessors, each worker takes a multiprocessor's shared memory for a deeper pipeline (more key
-  // blocks in flight per row) and, with split scratch, the workers per row cover the multiprocessors once; else
-  // three stages, and workers to cover them about twice. A row's bits are the same either way.
-  if (rows > 64) return launch_tiles<HD, HD <= 128 ? 4 : 2>(p, stream);
-  const int ctas = rows * p.kv_heads * p.head_tiles, multiprocessors = multiprocessor_count("attention");
-  constexpr bool kDeeper = Layout<HD, 1, true>::kStages > Layout<HD, 1>::kStages;
-  const bool deep = kDeeper && 2 * ctas <= multiprocessors;
-  if (split.records) p.workers = std::clamp((deep ? 1 : 2) * multiprocessors / ctas, 1, kMaxSplitWorkers);
-  if constexpr (kDeeper)
-    if (deep) return launch_tiles<HD, 1, true>(p, stream);
-  launch_tiles<HD, 1>(p, stream);
+  if (rows <= 64) return launch_row_ctas<HD>(p, 0, rows, stream);
+  // Many rows (prefill): the lone rows first, 64 at most a launch, one per CTA (a 16-row tile would run them one
+  // after another); then tiles of consecutive rows sharing each key block (fewer for wide heads, whose accumulators
+  // need more registers per thread).
+  const int lone = std::clamp(lone_rows, 0, rows);
+  for (int r = 0; r < lone; r += 64) launch_row_ctas<HD>(p, r, std::min(lone, r + 64), stream);
+  if (lone == rows) return;
+  p.row0 = lone;
+  p.rows = rows;
+  launch_tiles<HD, HD <= 128 ? 4 : 2>(p, stream);
 }
 
 }  // namespace fs::cuda::kernels::attention_mma

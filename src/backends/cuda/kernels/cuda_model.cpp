@@ -58,6 +58,7 @@ static_assert(k::kMaxTopLogprobs == kMaxTopLogprobs, "the device records hold ev
 struct Plan : cuda::PassRows {
   int logit_rows = 0;
   bool decode_only = true;  // every chunk is one token with its logits
+  int lone_rows = 0;        // leading rows that are each a chunk of one row, not a tree row
   std::vector<std::pair<int, const float*>> image_rows;
   cuda::StateRows state;  // models with recurrent layers: each chunk's sequence and snapshots
 };
@@ -413,6 +414,7 @@ class CudaModel final : public Model {
         ++p.rows;
       }
       if (ch.tokens.size() != 1) p.decode_only = false;
+      if (p.lone_rows == first_row && p.rows == first_row + 1 && ch.row_parents.empty()) p.lone_rows = p.rows;
     }
     p.logit_rows = int(p.logits.size());
     return p;
@@ -550,14 +552,13 @@ class CudaModel final : public Model {
     downloader_.download(out.data() + n, src, floats * sizeof(float), stream_.handle());
   }
 
-  // Queues the pass over T rows and R logit rows reading the metadata at s.meta laid out by L; with `sample` the
-  // sampler writes one id (or -1) per logit row. Eager passes may also upload image rows and download states.
   // Where one pass's rows read their metadata and (recurrent models) their sequences.
   struct PassInputs {
     const int32_t *slot, *keys, *table, *pages, *tree, *parent;
     const float *cos, *sin;
     int sequences;           // DeltaNet sequences in the descriptor block
     float* snapshots;        // device snapshot buffer of the pass's taps, or null
+    int lone_rows;           // leading rows that attention runs one per CTA (Plan::lone_rows)
   };
 
   // x += o(attention(q/k/v of xn)), gated by sigmoid(gate) when the step has an output gate.
@@ -578,7 +579,7 @@ class CudaModel final : public Model {
       k::qkv_rope_store(at<float>(s.qkv), T, shape, q_norm, k_norm, program_.eps, in.cos, in.sin, kv, at<float>(s.q),
                         st);
     k::attention(at<float>(s.q), T, shape, kv, 1.0f / std::sqrt(float(hd)), a.output_gate ? at<float>(s.gu) : nullptr,
-                 split_, at<uint16_t>(s.act), st);
+                 split_, at<uint16_t>(s.act), st, in.lone_rows);
     residual_gemm(s, A.wo, T, Q, st);
   }
 
@@ -643,7 +644,10 @@ class CudaModel final : public Model {
     k::interleave_slices(at<float>(s.gathered), ranks(), R, head_rows(), at<float>(s.logits), st);
   }
 
-  void enqueue(const Scratch& s, const cuda::MetaLayout& L, int T, int R, bool sample, const Plan* images,
+  // Queues the pass over T rows and R logit rows reading the metadata at s.meta laid out by L; with `sample` the
+  // sampler writes one id (or -1) per logit row. Eager passes (`plan` set; null for a graph's padded round) may also
+  // upload image rows and download states.
+  void enqueue(const Scratch& s, const cuda::MetaLayout& L, int T, int R, bool sample, const Plan* plan,
                std::vector<float>* states, int sequences, float* snapshots, cuda::CUstream st) {
     const ModelConfig& c = config_;
     const int H = c.hidden_size;
@@ -658,15 +662,16 @@ class CudaModel final : public Model {
                         at<float>(s.meta) + L.cos,
                         at<float>(s.meta) + L.sin,
                         sequences,
-                        snapshots};
+                        snapshots,
+                        plan ? plan->lone_rows : 0};
     const auto* params = reinterpret_cast<const k::SampleRow*>(meta + L.sample);
     const int layers = int(program_.layers.size());
     round_.reset();
     if (parallel()) round_.emplace(*where_.group, where_.rank, cuda::RoundShape{layers, H, T, R, head_rows()});
 
     embed(s, tokens, T, st);
-    if (images)
-      for (const auto& [row, src] : images->image_rows)
+    if (plan)
+      for (const auto& [row, src] : plan->image_rows)
         stage_.upload(s.x + size_t(row) * H * 4, src, size_t(H) * 4, st);
     if (states) append_download(*states, s.x, size_t(T) * H);
     const float eps = program_.eps;

@@ -70,8 +70,9 @@ inline size_t attention_record_floats(HeadShape shape) { return size_t(shape.hea
 // allocation, no host read of device data; the launch depends on rows and shape only. With `gate` (f32, out's
 // layout; Qwen3.5's gated attention) each output element is multiplied by sigmoid(gate) before its one rounding.
 // Keys come in chunks of kSplitKeys (see AttentionSplit); the q of a row with more than one chunk is overwritten.
+// In calls of over 64 rows the first `lone_rows` (a mixed pass's decode rows) run one per CTA as in small calls.
 void attention(float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, const float* gate,
-               const AttentionSplit& split, uint16_t* out, void* stream);
+               const AttentionSplit& split, uint16_t* out, void* stream, int lone_rows = 0);
 // The plain kernel (one warp per (row, head), f32 throughout), for any even head_dim up to 256.
 void plain_attention(const float* q, int rows, HeadShape shape, const PagedKv& kv, float scale, const float* gate,
                      uint16_t* out, void* stream);
