@@ -175,6 +175,19 @@ __device__ __forceinline__ int start_chunk(const Params& p, uint16_t* kv_smem, i
   return issued;
 }
 
+// Queues the chunk's first blocks from `issued` on, a commit group each (empty past b1), until kStages − 1 are on
+// their way; returns that count.
+template <int HD, int TILES, bool DEEP>
+__device__ __forceinline__ int queue_first_blocks(const Params& p, uint16_t* kv_smem, const int32_t* key_slots,
+                                                  int kvh, int b0, int b1, int issued) {
+  using L = Layout<HD, TILES, DEEP>;
+  for (int s = issued; s < L::kStages - 1; ++s) {
+    if (b0 + s < b1) load_block<HD, TILES>(kv_smem + s * L::kStageElems, p, key_slots + s * kBlockKeys, kvh);
+    copy_commit();
+  }
+  return L::kStages - 1;
+}
+
 // One chunk of a segment: blocks [b0, b1) through the pipeline into the warps' online softmax (state from empty),
 // then each warp's state into `merge` (shared memory over the pipeline's stages). `started`: start_chunk ran, and
 // its first `issued` blocks are on their way.
@@ -188,10 +201,7 @@ __device__ __forceinline__ void run_chunk(const Params& p, uint16_t* kv_smem, fl
   const int g = lane / 4, t = lane % 4;
   auto slots_of = [&](int b) { return key_slots + (b - b0) * kBlockKeys; };
   if (!started) issued = start_chunk<HD, TILES, DEEP>(p, kv_smem, key_slots, seg, table, keys, kvh, b0, b1, 0);
-  for (int s = issued; s < L::kStages - 1; ++s) {
-    if (b0 + s < b1) load_block<HD, TILES>(kv_smem + s * L::kStageElems, p, slots_of(b0 + s), kvh);
-    copy_commit();
-  }
+  queue_first_blocks<HD, TILES, DEEP>(p, kv_smem, key_slots, kvh, b0, b1, issued);
   float o[HD / 8][4];
 #pragma unroll
   for (int n = 0; n < HD / 8; ++n)
@@ -324,7 +334,6 @@ __device__ __forceinline__ int settled_keys(const Params& p, int row, int table_
 template <int HD, int TILES, bool DEEP>
 __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p) {
   let_next_grid_start();
-  if constexpr (TILES > 1) wait_for_previous_grid();
   using L = Layout<HD, TILES, DEEP>;
   extern __shared__ __align__(16) uint16_t smem[];
   uint16_t* qs = smem;
@@ -368,16 +377,15 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
       return p.split.records + size_t(record0 + c) * record + size_t(head0 + slot % tile_heads) * (HD + 2);
     };
 
-    // One row per CTA: the first chunk's key slots and its blocks that earlier passes wrote are on their way before
-    // the wait for the kernels that write q and this pass's keys.
+    // The first chunk's key slots are found before the wait for the kernels that write q and this pass's keys. With
+    // one row per CTA its blocks that earlier passes wrote are on their way then too; with tiles its first blocks
+    // are on their way before q is read.
     const int first_chunk = split ? int(blockIdx.z) : 0;
-    int issued = 0;
-    if constexpr (TILES == 1) {
-      issued = start_chunk<HD, TILES, DEEP>(p, kv_smem, key_slots, seg, table, keys, kvh, first_chunk * kChunkBlocks,
-                                            min(blocks, (first_chunk + 1) * kChunkBlocks),
-                                            settled_keys(p, seg, table_at));
-      wait_for_previous_grid();
-    }
+    const int b0 = first_chunk * kChunkBlocks, b1 = min(blocks, (first_chunk + 1) * kChunkBlocks);
+    int issued = start_chunk<HD, TILES, DEEP>(p, kv_smem, key_slots, seg, table, keys, kvh, b0, b1,
+                                              TILES == 1 ? settled_keys(p, seg, table_at) : 0);
+    wait_for_previous_grid();
+    if constexpr (TILES > 1) issued = queue_first_blocks<HD, TILES, DEEP>(p, kv_smem, key_slots, kvh, b0, b1, issued);
 
     // Q tile → bf16 in shared memory (padding slots zero), then into registers.
     for (int e = tid; e < L::kSlots * HD / 4; e += L::kThreads) {
@@ -402,8 +410,7 @@ __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p
 
     for (int c = first_chunk; c < chunks; c += split ? p.workers : 1) {
       run_chunk<HD, TILES, DEEP>(p, kv_smem, merge, key_slots, qf, row_keys, seg, table, keys, kvh,
-                                 c * kChunkBlocks, min(blocks, (c + 1) * kChunkBlocks), TILES == 1 && c == first_chunk,
-                                 issued);
+                                 c * kChunkBlocks, min(blocks, (c + 1) * kChunkBlocks), c == first_chunk, issued);
       const float* run_in = run + (c % 2) * 2 * L::kSlots;
       float* run_out = run + ((c + 1) % 2) * 2 * L::kSlots;
       for (int e = tid; e < active * (HD / 2); e += L::kThreads) {
