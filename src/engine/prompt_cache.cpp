@@ -95,7 +95,8 @@ PromptCache::Node* PromptCache::least_recent(Pred pred) const {
 
 void PromptCache::drop(Node* node) {
   while (!node->children.empty()) drop(node->children.back().get());
-  std::erase_if(evict_batch_, [&](const Node* n) { return n == node; });
+  device_drops_.forget(node);
+  host_drops_.forget(node);
   if (node->on_device()) {
     pool_.release(node->page);
     for (int32_t p : node->state_pages) pool_.release(p);
@@ -111,52 +112,30 @@ void PromptCache::drop(Node* node) {
 bool PromptCache::make_room_on_host(int pages) {
   if (max_host_ < pages) return false;
   while (stats_.host_pages + pages > max_host_) {
-    Node* victim = least_recent([](Node* n) { return !n->on_device() && n->children.empty(); });
+    Node* victim = host_drops_.next(droppable, [&](auto f) { each_node(f); });
     if (!victim) return false;
+    Node* parent = victim->parent;
     drop(victim);
+    if (parent != root_.get() && droppable(parent)) host_drops_.offer(parent);
   }
   return true;
 }
+
+void PromptCache::forget_drop_order() {
+  device_drops_.clear();
+  host_drops_.clear();
+}
+
+bool PromptCache::droppable(const Node* n) { return !n->on_device() && n->children.empty(); }
 
 bool PromptCache::evictable(const Node* n) const {
   if (n == root_.get() || !n->on_device() || pool_.refcount(n->page) != 1) return false;
   return std::all_of(n->children.begin(), n->children.end(), [](auto& c) { return !c->on_device(); });
 }
 
-PromptCache::Node* PromptCache::next_evictable() {
-  const auto pop = [&]() -> Node* {
-    while (!evict_batch_.empty()) {
-      Node* n = evict_batch_.front();
-      evict_batch_.pop_front();
-      if (evictable(n)) return n;
-    }
-    return nullptr;
-  };
-  if (Node* n = pop()) return n;
-  constexpr size_t kBatch = 128;
-  std::vector<Node*> found;
-  each_node([&](Node* n) {
-    if (evictable(n)) found.push_back(n);
-  });
-  const auto older = [](const Node* a, const Node* b) { return a->last_used < b->last_used; };
-  evict_batch_whole_ = found.size() <= kBatch;
-  const size_t keep = std::min(found.size(), kBatch);
-  std::partial_sort(found.begin(), found.begin() + ptrdiff_t(keep), found.end(), older);
-  evict_batch_.assign(found.begin(), found.begin() + ptrdiff_t(keep));
-  return pop();
-}
-
-void PromptCache::offer_evictable(Node* node) {
-  if (!evictable(node)) return;
-  const auto at = std::find_if(evict_batch_.begin(), evict_batch_.end(),
-                               [&](const Node* n) { return n->last_used > node->last_used; });
-  // Past the batch's newest entry it belongs there only when the walk left nothing out; else a later walk finds it.
-  if (at != evict_batch_.end() || evict_batch_whole_) evict_batch_.insert(at, node);
-}
-
 bool PromptCache::evict_one() {
   // A device page only the cache holds, whose children have all left the device already.
-  Node* victim = next_evictable();
+  Node* victim = device_drops_.next([&](const Node* n) { return evictable(n); }, [&](auto f) { each_node(f); });
   if (!victim) return drop_shared_snapshot();
   Node* parent = victim->parent;
   if (make_room_on_host(pages_of(victim))) {
@@ -174,10 +153,11 @@ bool PromptCache::evict_one() {
     victim->state_pages.clear();
     stats_.device_pages -= pages_of(victim);
     stats_.host_pages += pages_of(victim);
+    if (droppable(victim)) host_drops_.offer(victim);
   } else {
     drop(victim);
   }
-  offer_evictable(parent);
+  if (evictable(parent)) device_drops_.offer(parent);
   ++stats_.evictions;
   return true;
 }
@@ -267,6 +247,7 @@ void PromptCache::park_on_host(Node* node, StateSource state) {
   node->page = -1;
   --stats_.device_pages;
   stats_.host_pages += 1 + state_pages_;
+  if (droppable(node)) host_drops_.offer(node);
   ++stats_.state_snapshots;
   ++stats_.evictions;
 }
@@ -278,7 +259,7 @@ void PromptCache::hold_snapshot(const Node* node, std::vector<int32_t>& out) {
 }
 
 CacheHit PromptCache::lookup(std::span<const uint64_t> keys, int max_positions, bool counted) {
-  evict_batch_.clear();  // streams may have given pages back since
+  forget_drop_order();  // streams may have given pages back since
   CacheHit hit;
   const size_t P = size_t(pool_.page_tokens());
   // With recurrent state nothing past the deepest snapshot can be resumed from.
@@ -367,7 +348,7 @@ int PromptCache::evictable_pages() const {
 int PromptCache::insert(std::span<const uint64_t> keys, int positions, std::span<const int32_t> pages,
                         StateSource state) {
   if (max_device_ <= 0) return 0;
-  evict_batch_.clear();
+  forget_drop_order();
   const size_t P = size_t(pool_.page_tokens());
   Node* node = root_.get();
   size_t pos = 0;
@@ -421,7 +402,7 @@ int PromptCache::insert(std::span<const uint64_t> keys, int positions, std::span
 
 bool PromptCache::keep_state(std::span<const uint64_t> keys, int positions, StateSource state) {
   if (state_pages_ == 0 || positions <= 0) return false;
-  evict_batch_.clear();
+  forget_drop_order();
   const size_t P = size_t(pool_.page_tokens());
   Node* node = root_.get();
   std::vector<int32_t> path;  // held so room-making cannot evict the node or its ancestors

@@ -4,10 +4,11 @@
 // host-memory tier and come back on a hit. For models with recurrent state, a node may also hold a snapshot of that
 // state after its last position, in pool pages of its own; a lookup then resumes at the deepest snapshot.
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <span>
 #include <vector>
+
+#include "engine/oldest_first.h"
 
 namespace fs {
 
@@ -113,16 +114,14 @@ class PromptCache {
   template <class Pred> Node* least_recent(Pred pred) const;
   // A device node only the cache holds whose children have all left the device: what evict_one takes.
   bool evictable(const Node* node) const;
-  // The least recently used evictable node, from evict_batch_ (refilled by one walk of the tree when it runs dry).
-  Node* next_evictable();
-  // Puts a node that has just become evictable in its place among the batch.
-  void offer_evictable(Node* node);
+  // A host-tier node without children: what make_room_on_host drops.
+  static bool droppable(const Node* node);
+  // Clears both drop orders; every call that uses nodes or takes pages from streams starts with it.
+  void forget_drop_order();
 
-  // The oldest evictable nodes of one walk, oldest first, so a run of evictions walks the tree once per batch instead
-  // of once per page. Cleared by every call that uses nodes or takes pages from streams; an entry a stream has
-  // retained since is skipped.
-  std::deque<Node*> evict_batch_;
-  bool evict_batch_whole_ = false;  // the walk found no more evictable nodes than the batch holds
+  // The oldest evictable device nodes and the oldest droppable host-tier nodes, each from one walk of the tree; an
+  // entry a stream has retained since, or that came back to the device, is skipped.
+  OldestFirst<Node> device_drops_, host_drops_;
 
   KvPool& pool_;
   Model& model_;

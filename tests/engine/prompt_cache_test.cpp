@@ -14,6 +14,34 @@
 namespace fs::test {
 namespace {
 
+// Keys of prefix number `prefix`, n of them, shared with no other prefix.
+std::vector<uint64_t> prefix_keys(int prefix, int n) {
+  std::vector<uint64_t> k(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) k[size_t(i)] = uint64_t(prefix) * 1000 + uint64_t(i);
+  return k;
+}
+
+// A cache used without an engine, its pool as big as its device share (pages of 16 positions).
+struct DirectCache {
+  DirectCache(const ModelConfig& c, Model& model, int pages, int host_pages)
+      : pool(c.num_layers, c.num_kv_heads, c.head_dim, 16, pages), cache(pool, model, pages, host_pages) {}
+  // Inserts the keys on fresh pages, then gives the pages to the cache alone.
+  void keep(const std::vector<uint64_t>& k) {
+    std::vector<int32_t> pages;
+    for (size_t i = 0; i < k.size(); i += 16) pages.push_back(*pool.allocate());
+    EXPECT_EQ(cache.insert(k, int(k.size()), pages), int(k.size()));
+    for (int32_t p : pages) pool.release(p);
+  }
+  // Positions a lookup adopts (its pages given back at once).
+  int cached(const std::vector<uint64_t>& k) {
+    auto hit = cache.lookup(k, int(k.size()));
+    for (int32_t p : hit.pages) pool.release(p);
+    return hit.positions;
+  }
+  KvPool pool;
+  PromptCache cache;
+};
+
 class PromptCacheTest : public FortuneDemoTest {
  protected:
 
@@ -177,41 +205,48 @@ TEST_F(PromptCacheTest, KeepWithNothingEvictableFailsCleanly) {
 // a prefix looked up since stays, and a parent page whose child has gone is next when it is the oldest.
 TEST_F(PromptCacheTest, EvictionTakesTheLeastRecentlyUsedPageFirst) {
   constexpr int kPrefixes = 300;
-  KvPool pool(config.num_layers, config.num_kv_heads, config.head_dim, 16, kPrefixes + 2);
-  PromptCache cache(pool, *model, kPrefixes + 2, 0);
-  const auto keys_of = [](int prefix, int n) {
-    std::vector<uint64_t> k(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) k[size_t(i)] = uint64_t(prefix) * 1000 + uint64_t(i);
-    return k;
-  };
-  const auto keep = [&](const std::vector<uint64_t>& k) {
-    std::vector<int32_t> pages;
-    for (size_t i = 0; i < k.size(); i += 16) pages.push_back(*pool.allocate());
-    EXPECT_EQ(cache.insert(k, int(k.size()), pages), int(k.size()));
-    for (int32_t p : pages) pool.release(p);
-  };
-  const auto cached = [&](const std::vector<uint64_t>& k) {
-    auto hit = cache.lookup(k, int(k.size()));
-    for (int32_t p : hit.pages) pool.release(p);
-    return hit.positions;
-  };
-  const std::vector<uint64_t> two_pages = keys_of(kPrefixes, 32);
-  keep(two_pages);  // the oldest: its second page, then its first
-  for (int i = 0; i < kPrefixes; ++i) keep(keys_of(i, 16));
-  EXPECT_EQ(cached(keys_of(0, 16)), 16);  // prefixes 0 and 1 become the most recent
-  EXPECT_EQ(cached(keys_of(1, 16)), 16);
-  ASSERT_TRUE(cache.evict_one());
-  ASSERT_TRUE(cache.evict_one());
-  EXPECT_EQ(cache.stats().device_pages, kPrefixes);
-  EXPECT_EQ(cached(two_pages), 0);  // both its pages went first
-  for (int i = 0; i < kPrefixes - 2; ++i) ASSERT_TRUE(cache.evict_one());
-  EXPECT_EQ(cache.stats().device_pages, 2);
-  EXPECT_EQ(cached(two_pages), 0);
-  EXPECT_EQ(cached(keys_of(2, 16)), 0);
-  EXPECT_EQ(cached(keys_of(kPrefixes - 1, 16)), 0);
-  EXPECT_EQ(cached(keys_of(0, 16)), 16);
-  EXPECT_EQ(cached(keys_of(1, 16)), 16);
-  EXPECT_EQ(pool.pages_used(), 2);
+  DirectCache d(config, *model, kPrefixes + 2, 0);
+  const std::vector<uint64_t> two_pages = prefix_keys(kPrefixes, 32);
+  d.keep(two_pages);  // the oldest: its second page, then its first
+  for (int i = 0; i < kPrefixes; ++i) d.keep(prefix_keys(i, 16));
+  EXPECT_EQ(d.cached(prefix_keys(0, 16)), 16);  // prefixes 0 and 1 become the most recent
+  EXPECT_EQ(d.cached(prefix_keys(1, 16)), 16);
+  ASSERT_TRUE(d.cache.evict_one());
+  ASSERT_TRUE(d.cache.evict_one());
+  EXPECT_EQ(d.cache.stats().device_pages, kPrefixes);
+  EXPECT_EQ(d.cached(two_pages), 0);  // both its pages went first
+  for (int i = 0; i < kPrefixes - 2; ++i) ASSERT_TRUE(d.cache.evict_one());
+  EXPECT_EQ(d.cache.stats().device_pages, 2);
+  EXPECT_EQ(d.cached(two_pages), 0);
+  EXPECT_EQ(d.cached(prefix_keys(2, 16)), 0);
+  EXPECT_EQ(d.cached(prefix_keys(kPrefixes - 1, 16)), 0);
+  EXPECT_EQ(d.cached(prefix_keys(0, 16)), 16);
+  EXPECT_EQ(d.cached(prefix_keys(1, 16)), 16);
+  EXPECT_EQ(d.pool.pages_used(), 2);
+}
+
+// Host-tier drops take the least recently used leaf first, through more drops than one walk of the tree collects: a
+// parent whose child was dropped is next when it is the oldest, and the newest prefixes stay.
+TEST_F(PromptCacheTest, HostTierDropsTheLeastRecentlyUsedLeafFirst) {
+  constexpr int kPrefixes = 300, kHost = 150;
+  DirectCache d(config, *model, kPrefixes + 2, kHost);
+  const std::vector<uint64_t> two_pages = prefix_keys(kPrefixes, 32);
+  d.keep(two_pages);  // the oldest: its second page, then its first
+  for (int i = 0; i < kPrefixes; ++i) d.keep(prefix_keys(i, 16));
+  // The first kHost evictions fill the host tier (both pages of two_pages, prefixes 0 … kHost − 3); the next two
+  // drop two_pages' second page, then its first, now a leaf and the oldest.
+  for (int i = 0; i < kHost + 2; ++i) ASSERT_TRUE(d.cache.evict_one());
+  EXPECT_EQ(d.cache.stats().host_pages, kHost);
+  EXPECT_EQ(d.cached(two_pages), 0);
+  EXPECT_EQ(d.cached(prefix_keys(0, 16)), 16);  // back on the device, and the most recent
+  // The rest go to the host tier, the oldest leaves dropped for them: 150 more drops, past one walk's batch.
+  while (d.cache.stats().device_pages > 0) ASSERT_TRUE(d.cache.evict_one());
+  EXPECT_EQ(d.cache.stats().host_pages, kHost);
+  EXPECT_EQ(d.cached(prefix_keys(0, 16)), 16);
+  EXPECT_EQ(d.cached(prefix_keys(1, 16)), 0);
+  EXPECT_EQ(d.cached(prefix_keys(kPrefixes - kHost, 16)), 0);
+  EXPECT_EQ(d.cached(prefix_keys(kPrefixes - kHost + 1, 16)), 16);
+  EXPECT_EQ(d.cached(prefix_keys(kPrefixes - 1, 16)), 16);
 }
 
 }  // namespace
