@@ -5,6 +5,8 @@
 //                                                 twice the streams, and 512)
 //        [--rounds-only: only the model's decode rounds of --max-streams rows, for a profiler]
 //        [--host-profile FILE: the host threads sampled during the largest engine run (bench/host_profile.h)]
+//        [--round-log FILE: one line per round of the largest engine run: rows, decode rows, prompt rows, chunks,
+//                           forward ms]
 //        bench_gpu --make-like NAME [--layers N] OUT   (writes the random checkpoint first, then measures it)
 //        bench_gpu --synthetic NAME [--layers N]   (a preset's shape with random weights made on the device)
 //        --tensor-parallel N   the model split over GPUs 0..N-1 (figures per GPU: weights, floor), then one batch-1
@@ -395,7 +397,8 @@ struct EngineLoad {
   int prompt = 512, reply = 128, round_tokens = 0, prefill_chunk = 512;
 };
 
-EngineRun engine_run(Model& model, int streams, const EngineLoad& load) {
+// `round_log`: where each round's record goes, one line each (null: nowhere).
+EngineRun engine_run(Model& model, int streams, const EngineLoad& load, std::FILE* round_log = nullptr) {
   const int prompt = load.prompt, reply = load.reply;
   EngineOptions o;
   o.parallel = streams;
@@ -403,6 +406,11 @@ EngineRun engine_run(Model& model, int streams, const EngineLoad& load) {
   o.prefill_chunk = load.prefill_chunk;
   o.round_tokens = load.round_tokens > 0 ? load.round_tokens : std::max(2048, streams * 2);
   o.queue_limit = streams;
+  if (round_log)
+    o.on_round = [round_log](const RoundRecord& r) {
+      std::fprintf(round_log, "%d %d %d %d %.3f\n", r.rows, r.decode_rows, r.prompt_rows, r.chunks,
+                   r.forward_seconds * 1e3);
+    };
   Engine engine(model, o);
   std::mt19937 rng(42);
   std::mutex mu;
@@ -470,6 +478,7 @@ int bench(int argc, char** argv) {
   EngineLoad load;
   bool gemm_only = false, rounds_only = false;
   std::string host_profile;  // where the host profile of the largest engine run goes (empty: none)
+  std::string round_log;     // where the rounds of the largest engine run go (empty: none)
   std::vector<int> gemm_rows = {1, 16, 32, 64, 2048};
   for (size_t i = 0; i < args.size(); ++i) {
     auto next = [&] { return i + 1 < args.size() ? args[++i] : throw Error("missing value after " + args[i]); };
@@ -488,6 +497,7 @@ int bench(int argc, char** argv) {
     else if (args[i] == "--gemm-only") gemm_only = true;
     else if (args[i] == "--rounds-only") rounds_only = true;
     else if (args[i] == "--host-profile") host_profile = next();
+    else if (args[i] == "--round-log") round_log = next();
     else dir = args[i];
   }
   if (load.round_tokens < 0 || load.prefill_chunk < 1)
@@ -576,8 +586,16 @@ int bench(int argc, char** argv) {
   std::printf("%8s %14s %14s  %s\n", "streams", "decode tok/s", "whole tok/s", "token_sha256");
   for (int n = 1; n <= max_streams; n *= 2) {
     std::optional<HostProfile> profile;
-    if (!host_profile.empty() && n * 2 > max_streams) profile.emplace(997);
-    EngineRun r = engine_run(*model, n, load);
+    const bool largest = n * 2 > max_streams;
+    if (!host_profile.empty() && largest) profile.emplace(997);
+    std::FILE* rounds = nullptr;
+    if (!round_log.empty() && largest) {
+      rounds = std::fopen(round_log.c_str(), "w");
+      if (!rounds) throw Error("cannot write " + round_log);
+      std::fprintf(rounds, "# rows decode_rows prompt_rows chunks forward_ms\n");
+    }
+    EngineRun r = engine_run(*model, n, load, rounds);
+    if (rounds) std::fclose(rounds);
     if (profile) profile->write(host_profile);
     std::printf("%8d %14.1f %14.1f  %s\n", n, r.decode_rate, r.whole_rate, r.sha.c_str());
     std::fflush(stdout);

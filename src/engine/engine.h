@@ -72,6 +72,14 @@ struct GenerationRequest {
 // prefill. A prompt may fill a whole round there (the CPU defaults are EngineOptions' own).
 inline constexpr int kGpuRoundTokens = 2048;
 
+// One scheduler round as run: its rows, split into decode rows (a decoding stream's next row or verify window) and
+// prompt rows (prefill, or positions recomputed after a preemption), the chunks it held, and the seconds the model's
+// forward pass took (sampling on the device included).
+struct RoundRecord {
+  int rows = 0, decode_rows = 0, prompt_rows = 0, chunks = 0;
+  double forward_seconds = 0;
+};
+
 struct EngineOptions {
   int parallel = 4;            // most streams active at once
   int context = 4096;          // positions per stream (prompt + reply)
@@ -96,6 +104,9 @@ struct EngineOptions {
   // Most rows a round may hold once drafted rows are added: streams draft in order while the round stays within it,
   // so drafting fills only rows that cost little beside the round's own (0 → no cap).
   int draft_round_rows = 0;
+  // Runs on the engine thread after every round's forward pass, before its tokens are delivered (for benchmarks and
+  // traces; must not throw); null → none.
+  std::function<void(const RoundRecord&)> on_round;
 };
 
 // Pages of the KV pool `options` asks for.

@@ -1,5 +1,6 @@
 // One scheduler round: plan within the pool, one forward pass, then sample and deliver every finished row.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "core/error.h"
@@ -146,7 +147,9 @@ void Engine::round(Streams& active) {
   auto items = plan_within_pool(order);
   std::vector<SequenceChunk> chunks;
   int rows = 0;
+  RoundRecord record;
   for (const auto& it : items) {
+    (it.drafted > 0 || decoding(*it.stream) ? record.decode_rows : record.prompt_rows) += it.count;
     Stream& s = *it.stream;
     if (it.drafted > 0) {
       // The pending token then the draft, one logit row each.
@@ -184,14 +187,21 @@ void Engine::round(Streams& active) {
   SampledForward out;
   std::string failure;
   if (!chunks.empty()) {
+    const auto started = std::chrono::steady_clock::now();
     try {
       out = model_.forward_sampled(chunks, sampling, *pool_);
       check_sampled(out, sampling);
+      record.forward_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     } catch (const std::exception& e) {
       failure = e.what();
       std::fprintf(stderr, "foldserve: forward pass failed, ending its %zu streams: %s\n", items.size(),
                    failure.c_str());
     }
+  }
+  if (options_.on_round && failure.empty() && !chunks.empty()) {  // before any of the round's tokens is delivered
+    record.rows = rows;
+    record.chunks = int(chunks.size());
+    options_.on_round(record);
   }
   const size_t V = size_t(model_.config().vocab_size);
   const auto sampled = failure.empty() ? sample_host_rows(items, out) : std::vector<std::optional<SampledToken>>();
