@@ -184,7 +184,7 @@ void Engine::finish(Stream& s, FinishReason reason, const std::string& error) {
                  e.what());
   }
   try {
-    for (int32_t p : s.pages) pool_->release(p);
+    pool_->release(s.pages);
     release_resume_state(s);
     drop_state_snapshots(s);
   } catch (const std::exception& e) {

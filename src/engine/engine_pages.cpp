@@ -95,7 +95,7 @@ bool Engine::grow_pages(Stream& s, int positions) {
 
 void Engine::reset_to_queued(Stream& s, bool keep_prefix) {
   if (keep_prefix) park_in_cache(s);
-  for (int32_t p : s.pages) pool_->release(p);
+  pool_->release(s.pages);
   s.pages.clear();
   s.computed = 0;
   release_resume_state(s);

@@ -72,7 +72,7 @@ void Engine::keep_state_snapshots(Stream& s) {
 
 void Engine::drop_state_snapshots(Stream& s) {
   for (const auto& snap : s.snapshots)
-    for (int32_t p : snap.pages) pool_->release(p);
+    pool_->release(snap.pages);
   s.snapshots.clear();
   s.snapshot_targets.clear();
 }
@@ -121,7 +121,7 @@ void Engine::park_in_cache(Stream& s) {
   keep_state_snapshots(s);
   // The pages first, then the state (the slot is still the stream's), which may take pages it has just given up.
   const int kept = cache_->insert(s.keys, s.computed, s.pages);
-  for (int32_t p : s.pages) pool_->release(p);
+  pool_->release(s.pages);
   s.pages.clear();
   if (kept == s.computed && state) cache_->keep_state(s.keys, s.computed, state);
 }
@@ -138,7 +138,7 @@ void Engine::restore_cached_state(Stream& s) {
 }
 
 void Engine::release_resume_state(Stream& s) {
-  for (int32_t p : s.resume_state_pages) pool_->release(p);
+  pool_->release(s.resume_state_pages);
   s.resume_state_pages.clear();
 }
 

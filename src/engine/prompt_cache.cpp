@@ -34,7 +34,7 @@ int PromptCache::pages_of(const Node* node) const { return 1 + (node->has_state(
 PromptCache::~PromptCache() {
   each_node([&](Node* n) {
     if (n->on_device()) pool_.release(n->page);
-    for (int32_t p : n->state_pages) pool_.release(p);
+    pool_.release(n->state_pages);
   });
 }
 
@@ -99,7 +99,7 @@ void PromptCache::drop(Node* node) {
   host_drops_.forget(node);
   if (node->on_device()) {
     pool_.release(node->page);
-    for (int32_t p : node->state_pages) pool_.release(p);
+    pool_.release(node->state_pages);
     stats_.device_pages -= pages_of(node);
   } else {
     stats_.host_pages -= pages_of(node);
@@ -148,7 +148,7 @@ bool PromptCache::evict_one() {
     victim->host = std::move(data);
     victim->state_host = std::move(state);
     pool_.release(victim->page);
-    for (int32_t p : victim->state_pages) pool_.release(p);
+    pool_.release(victim->state_pages);
     victim->page = -1;
     victim->state_pages.clear();
     stats_.device_pages -= pages_of(victim);
@@ -166,7 +166,7 @@ bool PromptCache::evict_one() {
 bool PromptCache::drop_shared_snapshot() {
   Node* victim = least_recent([&](Node* n) { return n != resuming_ && !n->state_pages.empty(); });
   if (!victim) return false;
-  for (int32_t p : victim->state_pages) pool_.release(p);
+  pool_.release(victim->state_pages);
   stats_.device_pages -= int(victim->state_pages.size());
   victim->state_pages.clear();
   --stats_.state_snapshots;
@@ -185,7 +185,7 @@ bool PromptCache::ensure_on_device(Node* node) {
     model_.load_kv_page(pool_, pages[0], node->host.data());
     if (need > 1) model_.write_state_pages(pool_, std::span(pages).subspan(1), node->state_host.data());
   } catch (...) {
-    for (int32_t p : pages) pool_.release(p);
+    pool_.release(pages);
     throw;
   }
   node->page = pages[0];
@@ -221,7 +221,7 @@ void PromptCache::keep_snapshot(Node* node, StateSource state) {
       else model_.state_to_pages(pool_, state.slot, pages);
     }
   } catch (...) {
-    for (int32_t p : pages) pool_.release(p);
+    pool_.release(pages);
     throw;
   }
   node->state_pages = std::move(pages);
@@ -254,7 +254,7 @@ void PromptCache::park_on_host(Node* node, StateSource state) {
 
 void PromptCache::hold_snapshot(const Node* node, std::vector<int32_t>& out) {
   for (int32_t p : node->state_pages) pool_.retain(p);
-  for (int32_t p : out) pool_.release(p);
+  pool_.release(out);
   out = node->state_pages;
 }
 
@@ -313,15 +313,15 @@ CacheHit PromptCache::lookup(std::span<const uint64_t> keys, int max_positions, 
       hit.pages.resize(resume_pages);
       pos = resume_pos;
       if (pos == 0) {
-        for (int32_t p : hit.state_pages) pool_.release(p);
+        pool_.release(hit.state_pages);
         hit.state_pages.clear();
       }
     }
   } catch (...) {
     resuming_ = nullptr;
     if (held >= 0) pool_.release(held);
-    for (int32_t p : hit.pages) pool_.release(p);
-    for (int32_t p : hit.state_pages) pool_.release(p);
+    pool_.release(hit.pages);
+    pool_.release(hit.state_pages);
     throw;
   }
   hit.positions = int(pos);
@@ -393,10 +393,10 @@ int PromptCache::insert(std::span<const uint64_t> keys, int positions, std::span
     if (state && state_pages_ > 0 && pos == size_t(positions) && node != root_.get() && !node->has_state())
       keep_snapshot(node, state);
   } catch (...) {
-    for (int32_t p : path) pool_.release(p);
+    pool_.release(path);
     throw;
   }
-  for (int32_t p : path) pool_.release(p);
+  pool_.release(path);
   return int(pos);
 }
 
@@ -428,10 +428,10 @@ bool PromptCache::keep_state(std::span<const uint64_t> keys, int positions, Stat
       park_on_host(node, state);
     }
   } catch (...) {
-    for (int32_t p : path) pool_.release(p);
+    pool_.release(path);
     throw;
   }
-  for (int32_t p : path) pool_.release(p);
+  pool_.release(path);
   return node && node->has_state();
 }
 

@@ -69,6 +69,10 @@ void KvPool::release(int32_t page) {
   if (--r == 0) free_.push_back(page);
 }
 
+void KvPool::release(std::span<const int32_t> pages) {
+  for (int32_t p : pages) release(p);
+}
+
 void KvPool::copy_positions(int32_t from, int32_t to, int positions) {
   size_t n = size_t(positions) * size_t(row_floats_);
   for (int l = 0; l < layers_; ++l) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "core/zeroed_memory.h"
@@ -30,6 +31,8 @@ class KvPool {
   void retain(int32_t page);
   // Drops one reference; the page returns to the free list at zero.
   void release(int32_t page);
+  // release for each page, in order.
+  void release(std::span<const int32_t> pages);
   int refcount(int32_t page) const { return refs_.at(size_t(page)); }
 
   float* keys(int32_t page, int layer) { return base(page, layer); }

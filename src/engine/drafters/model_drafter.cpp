@@ -29,7 +29,7 @@ DrafterMemory ModelDrafter::memory() const {
 }
 
 void ModelDrafter::release(State& s) {
-  for (int32_t p : s.pages) pool_->release(p);
+  pool_->release(s.pages);
   s.pages.clear();
   s.tokens.clear();
 }
@@ -112,8 +112,7 @@ void ModelDrafter::reserve(int streams) {
   const std::vector<int32_t> tokens(static_cast<size_t>(first), 0);
   std::vector<SequenceChunk> chunks;
   auto release_all = [&] {
-    for (auto& list : pages)
-      for (int32_t p : list) pool_->release(p);
+    for (auto& list : pages) pool_->release(list);
   };
   for (int s = 0; s < streams; ++s) {
     const int rows = s == 0 ? first : 1;
