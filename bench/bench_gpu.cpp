@@ -3,6 +3,7 @@
 // Usage: bench_gpu CHECKPOINT [--decode N] [--prefill N] [--stream-prompt N] [--reply N] [--max-streams N]
 //        [--round-tokens N] [--prefill-chunk N]   the engine runs' round and prompt-chunk sizes (default: 2048 or
 //                                                 twice the streams, and 512)
+//        [--prefill-first]   the engine runs prefill every prompt before decoding (EngineOptions::prefill_first)
 //        [--rounds-only: only the model's decode rounds of --max-streams rows, for a profiler]
 //        [--host-profile FILE: the host threads sampled during the largest engine run (bench/host_profile.h)]
 //        [--round-log FILE: one line per round of the largest engine run: rows, decode rows, prompt rows, chunks,
@@ -392,9 +393,10 @@ struct EngineRun {
   std::string sha;
 };
 
-// The engine runs' workload and round sizes; round_tokens 0: 2048 or twice the streams, whichever is more.
+// The engine runs' workload, round sizes and order; round_tokens 0: 2048 or twice the streams, whichever is more.
 struct EngineLoad {
   int prompt = 512, reply = 128, round_tokens = 0, prefill_chunk = 512;
+  bool prefill_first = false;
 };
 
 // `round_log`: where each round's record goes, one line each (null: nowhere).
@@ -405,6 +407,7 @@ EngineRun engine_run(Model& model, int streams, const EngineLoad& load, std::FIL
   o.context = prompt + reply + 16;
   o.prefill_chunk = load.prefill_chunk;
   o.round_tokens = load.round_tokens > 0 ? load.round_tokens : std::max(2048, streams * 2);
+  o.prefill_first = load.prefill_first;
   o.queue_limit = streams;
   if (round_log)
     o.on_round = [round_log](const RoundRecord& r) {
@@ -488,6 +491,7 @@ int bench(int argc, char** argv) {
     else if (args[i] == "--stream-prompt") load.prompt = std::stoi(next());
     else if (args[i] == "--round-tokens") load.round_tokens = std::stoi(next());
     else if (args[i] == "--prefill-chunk") load.prefill_chunk = std::stoi(next());
+    else if (args[i] == "--prefill-first") load.prefill_first = true;
     else if (args[i] == "--max-streams") max_streams = std::stoi(next());
     else if (args[i] == "--make-like") like = next();
     else if (args[i] == "--synthetic") synthetic = next();
@@ -578,11 +582,11 @@ int bench(int argc, char** argv) {
     verify_windows(*model, rng);
   decode_rounds(*model, rng, max_streams);
   std::printf("engine runs: N streams x (%d-token prompt + %d greedy tokens), rounds of up to %s rows, prompt chunks "
-              "of %d; decode = tokens after every stream's first / time to the last finish; whole = all tokens / wall "
-              "time from the first submit\n",
+              "of %d%s; decode = tokens after every stream's first / time to the last finish; whole = all tokens / "
+              "wall time from the first submit\n",
               load.prompt, load.reply,
               load.round_tokens > 0 ? std::to_string(load.round_tokens).c_str() : "max(2048, 2 N)",
-              load.prefill_chunk);
+              load.prefill_chunk, load.prefill_first ? ", prefill first" : "");
   std::printf("%8s %14s %14s  %s\n", "streams", "decode tok/s", "whole tok/s", "token_sha256");
   for (int n = 1; n <= max_streams; n *= 2) {
     std::optional<HostProfile> profile;

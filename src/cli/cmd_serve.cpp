@@ -138,7 +138,7 @@ int serve(const std::vector<std::string>& argv) {
                               "max-image-pixels", "max-image-seconds", "max-images", "media-timeout-ms", "drain-seconds",
                               "max-connections", "max-connections-per-client", "header-timeout-ms",
                               "body-timeout-ms"})),
-            {"vision", "vision-host", "media-allow-local", "literal-content"});
+            {"vision", "vision-host", "media-allow-local", "literal-content", "prefill-first"});
   std::filesystem::path dir = model_dir_from_args(args);
   std::string device = check_device(args);
   const int tensor_parallel = tensor_parallel_from_args(args);

@@ -47,6 +47,7 @@ EngineOptions engine_options_from_args(const Args& args, int default_parallel) {
   o.context = int(args.get_int("context", o.context));
   o.prefill_chunk = int(args.get_int("prefill-chunk", o.prefill_chunk));
   o.round_tokens = int(args.get_int("round-tokens", o.round_tokens));
+  o.prefill_first = args.has("prefill-first");
   if (o.parallel < 1 || o.parallel > 1024) throw Error("--parallel must be between 1 and 1024");
   if (o.context < 2) throw Error("--context must be at least 2");
   if (o.prefill_chunk < 1 || o.round_tokens < 1) throw Error("--prefill-chunk and --round-tokens must be positive");

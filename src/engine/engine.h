@@ -85,6 +85,10 @@ struct EngineOptions {
   int context = 4096;          // positions per stream (prompt + reply)
   int prefill_chunk = 256;     // most prompt tokens of one stream per round
   int round_tokens = 512;      // most rows (decode + prefill) per round
+  // While any admitted stream has prompt positions to compute, rounds hold only those (decoding streams wait), so a
+  // burst of prompts is prefilled before anyone decodes and the streams then decode in full rounds: more tokens per
+  // second for batch work, at the price of the running streams' inter-token latency while prompts arrive.
+  bool prefill_first = false;
   int queue_limit = 64;        // waiting streams beyond `parallel`; more → rejected
   int kv_page_tokens = 16;     // positions per KV page
   int kv_pages = 0;            // pages of the KV pool, prompt cache included (0 → parallel × context + cache pages)

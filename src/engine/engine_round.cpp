@@ -143,7 +143,11 @@ void Engine::round(Streams& active) {
     if (s->handle->cancelled()) finish(*s, FinishReason::Cancelled);
     else order.push_back(s.get());
   }
-  draft(order);
+  // A round whose decode rows wait (prefill_first) has no windows to draft for.
+  if (options_.prefill_first && prompt_work_left(order))
+    for (Stream* s : order) s->drop_draft();
+  else
+    draft(order);
   auto items = plan_within_pool(order);
   std::vector<SequenceChunk> chunks;
   int rows = 0;

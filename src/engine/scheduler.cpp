@@ -11,11 +11,17 @@ int next_chunk_length(const Stream& s, int prefill_chunk) {
   return n;
 }
 
-std::vector<RoundItem> plan_round(const std::vector<Stream*>& streams, int prefill_chunk, int round_tokens) {
+bool prompt_work_left(const std::vector<Stream*>& streams) {
+  return std::any_of(streams.begin(), streams.end(), [](const Stream* s) { return s->pending() > 0 && !decoding(*s); });
+}
+
+std::vector<RoundItem> plan_round(const std::vector<Stream*>& streams, int prefill_chunk, int round_tokens,
+                                  bool hold_decode) {
   std::vector<RoundItem> items;
   int budget = round_tokens;
+  const bool held = hold_decode && prompt_work_left(streams);
   for (Stream* s : streams) {
-    if (decoding(*s)) {
+    if (decoding(*s) && !held) {
       const int drafted = int(s->draft.size());
       items.push_back({s, s->computed, 1 + drafted, true, drafted});
       budget -= 1 + drafted;

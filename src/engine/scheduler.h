@@ -21,8 +21,12 @@ int next_chunk_length(const Stream& s, int prefill_chunk);
 // Whether the stream's next row is a decode row (its only pending token is the last one it sampled).
 inline bool decoding(const Stream& s) { return s.pending() == 1 && s.generated > 0; }
 
-// `streams` in arrival order. Decode rows come first (one each, plus the stream's draft tokens as a verify window), then prefill chunks of at most `prefill_chunk`
-// until `round_tokens` rows are planned; a round always makes progress when any stream has work.
-std::vector<RoundItem> plan_round(const std::vector<Stream*>& streams, int prefill_chunk, int round_tokens);
+// `streams` in arrival order. Decode rows come first (one each, plus the stream's draft tokens as a verify window),
+// then prefill chunks of at most `prefill_chunk` until `round_tokens` rows are planned; a round always makes progress
+// when any stream has work. With `hold_decode` the decode rows wait for a round without prompt work.
+std::vector<RoundItem> plan_round(const std::vector<Stream*>& streams, int prefill_chunk, int round_tokens,
+                                  bool hold_decode = false);
+// Whether any of `streams` has prompt positions (or positions recomputed after a preemption) still to compute.
+bool prompt_work_left(const std::vector<Stream*>& streams);
 
 }  // namespace fs

@@ -1,5 +1,6 @@
 // The round planner: decode rows first (with their draft windows), then prefill chunks in arrival order, each cut at
-// the prefill chunk, the prompt's end and the round's row budget; a round with work always plans some.
+// the prefill chunk, the prompt's end and the round's row budget; a round with work always plans some. Held decode
+// rows (prefill first) wait for a round without prompt work.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -97,6 +98,27 @@ TEST(RoundPlanner, StreamsWithoutPendingPositionsAreSkipped) {
   expect_plan(plan_round(streams, 16, 16), {{&a, 0, 3, true, 0}});
   std::vector<Stream*> none{&idle};
   EXPECT_TRUE(plan_round(none, 16, 16).empty());
+}
+
+TEST(RoundPlanner, HeldDecodeRowsWaitWhilePromptWorkIsLeft) {
+  Stream a = stream(30, 0, 0), d = stream(4, 2, 5), e = stream(6, 1, 6);
+  std::vector<Stream*> streams{&a, &d, &e};
+  EXPECT_TRUE(prompt_work_left(streams));
+  expect_plan(plan_round(streams, 16, 24, true), {{&a, 0, 16, false, 0}});
+  // The budget is the prompts' alone then; without holding, the decode rows come first and take from it.
+  expect_plan(plan_round(streams, 16, 24), {{&d, 5, 1, true, 0}, {&e, 6, 1, true, 0}, {&a, 0, 16, false, 0}});
+  // With no prompt work left the held decode rows run.
+  std::vector<Stream*> decoders{&d, &e};
+  EXPECT_FALSE(prompt_work_left(decoders));
+  expect_plan(plan_round(decoders, 16, 24, true), {{&d, 5, 1, true, 0}, {&e, 6, 1, true, 0}});
+}
+
+TEST(RoundPlanner, ARecomputedPrefixCountsAsPromptWork) {
+  // Preempted after 6 generated ids: its recomputation holds the decode rows too.
+  Stream r = stream(10, 6, 0), d = stream(4, 2, 5);
+  std::vector<Stream*> streams{&d, &r};
+  EXPECT_TRUE(prompt_work_left(streams));
+  expect_plan(plan_round(streams, 64, 64, true), {{&r, 0, 10, false, 0}});
 }
 
 TEST(RoundPlanner, NextChunkLength) {

@@ -116,6 +116,16 @@ TEST_F(Speculative, DraftModelEqualsUndraftedAloneAndAmongEight) {
   }
 }
 
+TEST_F(Speculative, PrefillFirstDraftsOnlyInDecodeRoundsAndChangesNoBit) {
+  const auto reqs = mixed_requests();
+  EngineOptions o;
+  o.prefill_first = true;
+  o.prefill_chunk = 8;  // the prompts take several rounds, so decode rounds wait behind them
+  auto got = run_drafted(reqs, drafter, 8, o);
+  expect_equal_to_solo(reqs, got);
+  EXPECT_GT(stats.accepted_tokens, 0u);
+}
+
 TEST_F(Speculative, ADrafterWithAnotherPaddingOfTheSameTokenizerDraftsAndChangesNoBit) {
   // Qwen2.5-0.5B pads its embedding to 151936 rows and Qwen2.5-7B to 152064 over one tokenizer: the tokenizer
   // decides. This drafter has 64 rows more than fortune-demo; a guess among them is cut from its tree.
