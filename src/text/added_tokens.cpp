@@ -88,8 +88,9 @@ void AddedVocabulary::split_one(const Piece& piece, const Trie& trie, std::vecto
       ++i;
       continue;
     }
+    const size_t match_end = i + length;  // a plain variable: clang 14 cannot capture a structured binding
     if (literal && std::any_of(literal->begin(), literal->end(), [&](const std::pair<size_t, size_t>& r) {
-          return i < r.second && i + length > r.first;
+          return i < r.second && match_end > r.first;
         })) {
       ++i;
       continue;

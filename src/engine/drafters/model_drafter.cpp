@@ -49,7 +49,7 @@ bool ModelDrafter::grow(State& s, int positions, std::span<const DraftRequest> k
       // The least recently used state of a stream that is not drafting now.
       State* victim = nullptr;
       for (auto& [id, st] : states_) {
-        bool busy = std::any_of(keep.begin(), keep.end(), [&](const DraftRequest& r) { return r.stream == id; });
+        bool busy = std::any_of(keep.begin(), keep.end(), [id = id](const DraftRequest& r) { return r.stream == id; });
         if (!busy && !st.pages.empty() && (!victim || st.last_used < victim->last_used)) victim = &st;
       }
       if (!victim) return false;
