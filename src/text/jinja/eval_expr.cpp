@@ -44,6 +44,8 @@ double float_mod(Runtime& rt, double a, double b) {
 
 Value repeat(Runtime& rt, const Value& seq, int64_t n) {
   if (n < 0) n = 0;
+  // An empty sequence stays empty however large n is (no loop of n empty appends).
+  if (seq.is_string() ? seq.s.empty() : seq.list->items.empty()) n = 0;
   if (seq.is_string()) {
     if (!seq.s.empty() && uint64_t(n) > rt.limits.max_output / seq.s.size() + 1) rt.check_size(SIZE_MAX);
     rt.check_size(seq.s.size() * size_t(n));
