@@ -188,6 +188,10 @@ TEST(StructuredRefusals, NameTheKeywordOrReason) {
   for (const char* bad : {"(a", "a{3,1}", "\\1", "(?=a)", "\\b", "[z-a]", "a++", "\\xzz", "\\x1", "\\u12g4"}) {
     EXPECT_THROW(structured::grammar_for({ConstraintSpec::Kind::Regex, bad}), Error) << bad;
   }
+  // Tool lists that are not objects with a string name (the fuzzer's "[0]" first) are refused, not thrown past.
+  for (const char* bad : {"[0]", "[{}]", "[{\"name\": 7}]", "[[\"name\"]]", "[]", "{\"name\": \"f\"}"}) {
+    EXPECT_THROW(structured::grammar_for({ConstraintSpec::Kind::ToolCall, bad}), Error) << bad;
+  }
 }
 
 }  // namespace

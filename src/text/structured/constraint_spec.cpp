@@ -50,7 +50,9 @@ Grammar grammar_for(const ConstraintSpec& spec) {
       if (!tools.is_array() || tools.empty()) throw Error("a forced tool call needs at least one tool");
       std::vector<Seq> calls;
       for (const auto& t : tools) {
-        Seq call = b.literal("<tool_call>\n{\"name\": " + json(t.at("name").get<std::string>()).dump() +
+        if (!t.is_object() || !t.contains("name") || !t["name"].is_string())
+          throw Error("every tool of a forced tool call needs a string 'name'");
+        Seq call = b.literal("<tool_call>\n{\"name\": " + json(t["name"].get<std::string>()).dump() +
                              ", \"arguments\": ");
         const json params = t.contains("parameters") && !t["parameters"].is_null() ? t["parameters"] : json::object();
         append(call, compile_schema(b, params));
