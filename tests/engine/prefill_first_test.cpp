@@ -26,21 +26,27 @@ GenerationRequest burst_request(const ModelConfig& config, int i, int max_tokens
   return r;
 }
 
-struct BurstRun {
-  std::vector<RoundRecord> rounds;
-  std::vector<std::shared_ptr<Collected>> replies;
-};
-
-// Five streams submitted at once into an engine with rounds of 24 rows and prompt chunks of 16.
-BurstRun run_burst(Model& model, const ModelConfig& config, bool prefill_first) {
-  BurstRun out;
-  std::mutex mu;
+// Five streams at once in rounds of 24 rows and prompt chunks of 16.
+EngineOptions burst_options(bool prefill_first) {
   EngineOptions o;
   o.parallel = 5;
   o.context = 160;
   o.prefill_chunk = 16;
   o.round_tokens = 24;
   o.prefill_first = prefill_first;
+  return o;
+}
+
+struct BurstRun {
+  std::vector<RoundRecord> rounds;
+  std::vector<std::shared_ptr<Collected>> replies;
+};
+
+// The five streams submitted at once, each round recorded.
+BurstRun run_burst(Model& model, const ModelConfig& config, bool prefill_first) {
+  BurstRun out;
+  std::mutex mu;
+  EngineOptions o = burst_options(prefill_first);
   o.on_round = [&](const RoundRecord& r) {
     std::lock_guard lock(mu);
     out.rounds.push_back(r);
@@ -78,13 +84,8 @@ void expect_prefill_first(Model& model, const ModelConfig& config) {
 // Under a pool of 14 pages (224 positions) for five streams of up to 79 positions, streams are preempted while the
 // decode rows wait: every stream still finishes, with its solo bits.
 void expect_prefill_first_under_a_tight_pool(Model& model, const ModelConfig& config) {
-  EngineOptions o;
-  o.parallel = 5;
-  o.context = 160;
-  o.prefill_chunk = 16;
-  o.round_tokens = 24;
+  EngineOptions o = burst_options(true);
   o.kv_pages = 14;
-  o.prefill_first = true;
   Engine engine(model, o);
   EngineRunner runner(engine);
   std::vector<std::shared_ptr<Collected>> got;
