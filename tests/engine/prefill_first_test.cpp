@@ -1,5 +1,5 @@
 // EngineOptions::prefill_first: no round mixes decode rows with prompt rows, the streams' replies are their solo
-// runs' bits, and a burst of streams finishes together (every stream decodes in every decode round).
+// runs' bits, and under a pool too small for all of them every stream still finishes.
 #include <gtest/gtest.h>
 
 #include <mutex>
