@@ -148,6 +148,13 @@ void gemm_rates(const std::vector<int>& rows, double bw) {
         const int picked = cuda::kernels::gemm_picked_variant(m, s.n, s.k);
         print(s, m, sec, peer_sec,
               v < 0 ? "default (" + std::to_string(picked) + ")" : std::to_string(v) + " " + name);
+        if (v >= 0) continue;
+        // The same call on f16 halves (the layers' normed-input GEMMs): the same kernel, another operand type.
+        const double f16_sec = mean_seconds(m, [&](int i) {
+          cuda::kernels::gemm(ptr(x), ptr(w[i % copies]), nullptr, out, m, s.n, s.k, false, st,
+                              cuda::kernels::HalfType::f16);
+        });
+        print(s, m, f16_sec, peer_sec, "default on f16 halves");
       }
       if (std::string_view(s.name).starts_with("gate_up")) {
         const double sec = mean_seconds(m, [&](int i) {

@@ -1,4 +1,4 @@
-// The CUDA runner: a family's program on a CUDA device, weights uploaded once as bf16, K/V in device pages
+// The CUDA runner: a family's program on a CUDA device, weights uploaded once as 16-bit floats, K/V in device pages
 // indexed by the engine's page ids, one stream; every kernel's per-row arithmetic is independent of the batch.
 #include <algorithm>
 #include <array>
@@ -571,7 +571,7 @@ class CudaModel final : public Model {
     const float* q_norm = A.q_norm ? at<float>(A.q_norm) : nullptr;
     const float* k_norm = A.k_norm ? at<float>(A.k_norm) : nullptr;
     k::gemm(at<uint16_t>(s.xn), at<uint16_t>(A.wqkv), A.qkv_bias ? at<float>(A.qkv_bias) : nullptr, at<float>(s.qkv),
-            T, a.qkv.rows(), H, false, st);
+            T, a.qkv.rows(), H, false, st, weights_.normed_halves);
     if (a.output_gate)
       k::gated_qkv_rope_store(at<float>(s.qkv), T, shape, a.rotary_dim, q_norm, k_norm, program_.eps, in.cos, in.sin,
                               kv, at<float>(s.q), at<float>(s.gu), st);
@@ -594,7 +594,8 @@ class CudaModel final : public Model {
                                  reinterpret_cast<const k::DeltaNetSnapshot*>(s.desc + cuda::StateRows::taps_offset(T)),
                                  states_.base() + d.state_offset, in.snapshots ? in.snapshots + d.state_offset : nullptr};
     const float* fused = at<float>(s.qkv);
-    k::gemm(at<uint16_t>(s.xn), at<uint16_t>(D.w_in), nullptr, at<float>(s.qkv), T, W, H, false, st);
+    k::gemm(at<uint16_t>(s.xn), at<uint16_t>(D.w_in), nullptr, at<float>(s.qkv), T, W, H, false, st,
+            weights_.normed_halves);
     k::deltanet_conv_normalized(fused, W, T, at<float>(D.conv), sh, batch, at<float>(s.q), st);
     k::deltanet_recurrence(at<float>(s.q), T, fused + C + V, fused + C + V + nv, W, at<float>(D.a_log),
                            at<float>(D.dt_bias), sh, batch, at<float>(s.gu), st);
@@ -675,15 +676,16 @@ class CudaModel final : public Model {
         stage_.upload(s.x + size_t(row) * H * 4, src, size_t(H) * 4, st);
     if (states) append_download(*states, s.x, size_t(T) * H);
     const float eps = program_.eps;
+    const k::HalfType halves = weights_.normed_halves;
     for (int li = 0; li < layers; ++li) {
       const cuda::DeviceLayer& Ly = weights_.layers[size_t(li)];
       const LayerProgram& lp = program_.layers[size_t(li)];
-      k::rmsnorm_bf16(at<float>(s.x), nullptr, at<float>(Ly.norm), T, H, eps, at<uint16_t>(s.xn), st);
+      k::rmsnorm_halves(halves, at<float>(s.x), nullptr, at<float>(Ly.norm), T, H, eps, at<uint16_t>(s.xn), st);
       if (lp.deltanet) deltanet_mixer(s, *lp.deltanet, Ly.deltanet, in, T, st);
       else attention_mixer(s, *lp.attention, Ly.attention, in, T, st);
       const int F = lp.mlp.gate.rows();
-      k::rmsnorm_bf16(at<float>(s.x), nullptr, at<float>(Ly.mlp_norm), T, H, eps, at<uint16_t>(s.xn), st);
-      k::gemm_swiglu(at<uint16_t>(s.xn), at<uint16_t>(Ly.wgate_up), at<uint16_t>(s.act), T, F, H, st);
+      k::rmsnorm_halves(halves, at<float>(s.x), nullptr, at<float>(Ly.mlp_norm), T, H, eps, at<uint16_t>(s.xn), st);
+      k::gemm_swiglu(at<uint16_t>(s.xn), at<uint16_t>(Ly.wgate_up), at<uint16_t>(s.act), T, F, H, st, halves);
       residual_gemm(s, Ly.wdown, T, F, st);
       if (states && li + 1 < layers) append_download(*states, s.x, size_t(T) * H);
     }

@@ -1,6 +1,10 @@
 #include "backends/cuda/kernels/device_weights.h"
 
+#include "backends/cuda/host/check.h"
+#include "backends/cuda/host/driver_table.h"
+#include "backends/cuda/host/f16_range.h"
 #include "backends/cuda/kernels/fill_ops.h"
+#include "backends/cuda/kernels/halves_ops.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/hash.h"
@@ -24,10 +28,13 @@ size_t matrix_bytes(const std::vector<const MatrixRef*>& refs) {
 
 size_t vector_bytes(const VectorRef& v) { return size_t(v.size()) * sizeof(float); }
 
-// The bytes each step's buffers take once padded, in upload order.
+// Two floats the f16 check folds maxima into, kept after it.
+constexpr size_t kMaximaBytes = 2 * sizeof(float);
+
+// The bytes each step's buffers take once padded, in upload order, and the f16 check's maxima.
 size_t arena_bytes(const ModelProgram& p) {
-  size_t n = padded(matrix_bytes({&p.embed})) + (p.tied() ? 0 : padded(matrix_bytes({&p.head}))) +
-             padded(vector_bytes(p.final_norm));
+  size_t n = padded(kMaximaBytes) + padded(matrix_bytes({&p.embed})) +
+             (p.tied() ? 0 : padded(matrix_bytes({&p.head}))) + padded(vector_bytes(p.final_norm));
   for (const LayerProgram& L : p.layers) {
     n += padded(vector_bytes(L.norm)) + padded(vector_bytes(L.mlp_norm));
     if (const auto& a = L.attention) {
@@ -156,12 +163,54 @@ DeviceWeights place_weights(const ModelProgram& p, Uploader& up) {
   return w;
 }
 
+// Each layer's matrices that read RMSNorm outputs: {device matrix, elements}.
+std::vector<std::pair<CUdeviceptr, size_t>> normed_input_matrices(const ModelProgram& p, const DeviceWeights& w) {
+  std::vector<std::pair<CUdeviceptr, size_t>> out;
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    const LayerProgram& L = p.layers[i];
+    const DeviceLayer& d = w.layers[i];
+    if (const auto& a = L.attention) out.emplace_back(d.attention.wqkv, matrix_bytes({&a->qkv}) / 2);
+    if (const auto& n = L.deltanet)
+      out.emplace_back(d.deltanet.w_in, matrix_bytes({&n->in_qkv, &n->in_z, &n->in_b, &n->in_a}) / 2);
+    out.emplace_back(d.wgate_up, matrix_bytes({&L.mlp.gate, &L.mlp.up}) / 2);
+  }
+  return out;
+}
+
+// Rewrites the normed-input matrices as f16 when the largest layer norm weight and the largest of their weights say
+// f16 holds every value they meet (f16_holds_normed_inputs), which keeps three more bits of each input.
+void use_f16_where_it_fits(const ModelProgram& p, DeviceWeights& w, DeviceSpan maxima, CUstream stream) {
+  if (p.layers.empty()) return;
+  float* norm_max = reinterpret_cast<float*>(maxima.ptr);
+  FS_CU(memset_d8_async, maxima.ptr, 0, kMaximaBytes, stream);
+  int dim = 0;
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    const LayerProgram& L = p.layers[i];
+    dim = std::max({dim, L.norm.size(), L.mlp_norm.size()});
+    kernels::fold_max_abs_f32(reinterpret_cast<const float*>(w.layers[i].norm), size_t(L.norm.size()), norm_max,
+                              stream);
+    kernels::fold_max_abs_f32(reinterpret_cast<const float*>(w.layers[i].mlp_norm), size_t(L.mlp_norm.size()),
+                              norm_max, stream);
+  }
+  const auto matrices = normed_input_matrices(p, w);
+  for (const auto& [at, n] : matrices)
+    kernels::fold_max_abs_bf16(reinterpret_cast<const uint16_t*>(at), n, norm_max + 1, stream);
+  float found[2] = {};
+  FS_CU(memcpy_dtoh_async, found, maxima.ptr, kMaximaBytes, stream);
+  FS_CU(stream_synchronize, stream);
+  if (!f16_holds_normed_inputs(dim, found[0], found[1])) return;
+  for (const auto& [at, n] : matrices) kernels::bf16_to_f16(reinterpret_cast<uint16_t*>(at), n, stream);
+  w.normed_halves = kernels::HalfType::f16;
+}
+
 }  // namespace
 
 DeviceWeights upload_weights(const ModelProgram& p, const Checkpoint& ck, PinnedStage& stage, CUstream stream) {
   auto arena = std::make_unique<DeviceArena>(arena_bytes(p), "model weights");
+  const DeviceSpan maxima = arena->allocate(kMaximaBytes, "f16 check");
   Uploader up(ck, *arena, stage, stream);
   DeviceWeights w = place_weights(p, up);
+  use_f16_where_it_fits(p, w, maxima, stream);
   w.arena = std::move(arena);
   stage.wait_idle();
   return w;
@@ -169,8 +218,10 @@ DeviceWeights upload_weights(const ModelProgram& p, const Checkpoint& ck, Pinned
 
 DeviceWeights synthesize_weights(const ModelProgram& p, const SyntheticSpread& spread, CUstream stream) {
   auto arena = std::make_unique<DeviceArena>(arena_bytes(p), "model weights");
+  const DeviceSpan maxima = arena->allocate(kMaximaBytes, "f16 check");
   Uploader up(spread, *arena, stream);
   DeviceWeights w = place_weights(p, up);
+  use_f16_where_it_fits(p, w, maxima, stream);
   w.arena = std::move(arena);
   return w;
 }

@@ -1,7 +1,7 @@
-// bf16 GEMM on the tensor cores, fp32 accumulation: y[m, n] = Σ_k x[m, k]·w[n, k]. k is cut into fixed slices of
-// 1024 (a function of k alone); every output element is ((p0 + p1) + p2) + … where p_s accumulates slice s from 0 in
-// tensor-core steps of 16 consecutive k, in increasing order. `gemm` runs the Hopper wgmma kernels: up to 64 rows
-// with the weights as wgmma's A operand (gemm_wgmma_rows.cuh), more rows with x as A (gemm_wgmma.cuh); the
+// bf16 (or f16) GEMM on the tensor cores, fp32 accumulation: y[m, n] = Σ_k x[m, k]·w[n, k]. k is cut into fixed
+// slices of 1024 (a function of k alone); every output element is ((p0 + p1) + p2) + … where p_s accumulates slice s
+// from 0 in tensor-core steps of 16 consecutive k, in increasing order. `gemm` runs the Hopper wgmma kernels: up to 64
+// rows with the weights as wgmma's A operand (gemm_wgmma_rows.cuh), more rows with x as A (gemm_wgmma.cuh); the
 // configuration (picked from the shape for speed) changes which elements share a warp and how operands reach the
 // tensor cores, never the arithmetic of one element. The mma.sync tile kernel (gemm_tiled.cuh) keeps the slices but
 // feeds each step interleaved k (16 bytes per lane), so it rounds differently: a variant for comparison, and k = 0.
@@ -24,38 +24,72 @@ using namespace gemm_detail;
 // "bB": B boxes of 64 k a stage (each weight row read B·128 bytes at a time).
 using Launcher = void (*)(const uint16_t*, const uint16_t*, const GemmOut&, int, int, int, void*);
 struct Variant {
-  Launcher launch;
   const char* name;
   bool gemm_bits;  // the arithmetic of `gemm` (wgmma steps of 16 consecutive k), bit for bit
 };
 constexpr Variant kVariants[] = {
-    {launch_tiled<4, 4, 2, 4, 2, 3>, "tile 128x128 s3", false},                  // 0: mma.sync, for comparison
-    {launch_wgmma<128, 6>, "wgmma 128x128 s6", true},                            // 1: Hopper TMA + wgmma, persistent
-    {launch_wgmma<192, 5>, "wgmma 128x192 s5", true},                            // 2: the same, wider tiles
-    {launch_wgmma_rows<8, 12, 1>, "wgmma rows 8 s12", true},                     // 3: weights as A, up to 8 rows
-    {launch_wgmma_rows<8, 12, 2>, "wgmma rows 8 s12 x2", true},                  // 4: clusters of 2 CTAs per tile
-    {launch_wgmma_rows<16, 12, 1>, "wgmma rows 16 s12", true},                   // 5
-    {launch_wgmma_rows<16, 12, 2>, "wgmma rows 16 s12 x2", true},                // 6: 9…16 rows, few column tiles
-    {launch_wgmma_rows<32, 8, 1>, "wgmma rows 32 s8", true},                     // 7: 17…32 rows; 9…16, many tiles
-    {launch_wgmma_rows<32, 8, 2>, "wgmma rows 32 s8 x2", true},                  // 8
-    {launch_wgmma_rows<64, 8, 1>, "wgmma rows 64 s8", true},                     // 9: 33…64 rows
-    {launch_wgmma_rows<64, 8, 2>, "wgmma rows 64 s8 x2", true},                  // 10
-    {launch_wgmma_rows<64, 8, 1, 2>, "wgmma rows 64 s8 w128", true},             // 11: 33…64 rows, many tiles
-    {launch_wgmma_rows<64, 8, 2, 2>, "wgmma rows 64 s8 w128 x2", true},          // 12: 33…64 rows, see pick_variant
-    {launch_wgmma_rows<32, 8, 2, 2>, "wgmma rows 32 s8 w128 x2", true},          // 13: 9…32 rows, see pick_variant
-    {launch_wgmma_rows<8, 4, 1, 1, 4>, "wgmma rows 8 s4 b4", true},              // 14: up to 8 rows, 73…96 tiles
-    {launch_wgmma_rows<8, 8, 1, 1, 1, 3>, "wgmma rows 8 s8 c192", true},         // 15: up to 8 rows, many tiles
-    {launch_wgmma_rows<8, 6, 1, 1, 1, 4>, "wgmma rows 8 s6 c256", true},         // 16
-    {launch_wgmma_rows<16, 4, 1, 1, 4>, "wgmma rows 16 s4 b4", true},            // 17: 9…16 rows, up to 96 tiles
-    {launch_wgmma_rows<16, 8, 1, 1, 1, 3>, "wgmma rows 16 s8 c192", true},       // 18: 9…16 rows, many tiles
-    {launch_wgmma_rows<16, 6, 1, 1, 1, 4>, "wgmma rows 16 s6 c256", true},       // 19
-    {launch_wgmma_rows<32, 6, 1, 1, 2>, "wgmma rows 32 s6 b2", true},            // 20: 17…32 rows, 73…96 tiles
-    {launch_wgmma_rows<32, 6, 1, 1, 1, 3>, "wgmma rows 32 s6 c192", true},       // 21: 17…32 rows, uneven waves
-    {launch_wgmma<256, 3>, "wgmma 128x256 s3", true},                            // 22: x as A, widest tiles
-    {launch_wgmma_rows<64, 6, 1, 1, 2>, "wgmma rows 64 s6 b2", true},            // 23: 33…64 rows, 89…255 tiles
-    {launch_wgmma_rows<64, 6, 2, 1, 2>, "wgmma rows 64 s6 b2 x2", true},         // 24: 33…64 rows, up to 72 tiles
-    {launch_wgmma_rows<32, 6, 2, 1, 2>, "wgmma rows 32 s6 b2 x2", true},         // 25: 9…32 rows, up to 72 tiles
+    {"tile 128x128 s3", false},               // 0: mma.sync, for comparison
+    {"wgmma 128x128 s6", true},               // 1: Hopper TMA + wgmma, persistent
+    {"wgmma 128x192 s5", true},               // 2: the same, wider tiles
+    {"wgmma rows 8 s12", true},               // 3: weights as A, up to 8 rows
+    {"wgmma rows 8 s12 x2", true},            // 4: clusters of 2 CTAs per tile
+    {"wgmma rows 16 s12", true},              // 5
+    {"wgmma rows 16 s12 x2", true},           // 6: 9…16 rows, few column tiles
+    {"wgmma rows 32 s8", true},               // 7: 17…32 rows; 9…16, many tiles
+    {"wgmma rows 32 s8 x2", true},            // 8
+    {"wgmma rows 64 s8", true},               // 9: 33…64 rows
+    {"wgmma rows 64 s8 x2", true},            // 10
+    {"wgmma rows 64 s8 w128", true},          // 11: 33…64 rows, many tiles
+    {"wgmma rows 64 s8 w128 x2", true},       // 12: 33…64 rows, see pick_variant
+    {"wgmma rows 32 s8 w128 x2", true},       // 13: 9…32 rows, see pick_variant
+    {"wgmma rows 8 s4 b4", true},             // 14: up to 8 rows, 73…96 tiles
+    {"wgmma rows 8 s8 c192", true},           // 15: up to 8 rows, many tiles
+    {"wgmma rows 8 s6 c256", true},           // 16
+    {"wgmma rows 16 s4 b4", true},            // 17: 9…16 rows, up to 96 tiles
+    {"wgmma rows 16 s8 c192", true},          // 18: 9…16 rows, many tiles
+    {"wgmma rows 16 s6 c256", true},          // 19
+    {"wgmma rows 32 s6 b2", true},            // 20: 17…32 rows, 73…96 tiles
+    {"wgmma rows 32 s6 c192", true},          // 21: 17…32 rows, uneven waves
+    {"wgmma 128x256 s3", true},               // 22: x as A, widest tiles
+    {"wgmma rows 64 s6 b2", true},            // 23: 33…64 rows, 89…255 tiles
+    {"wgmma rows 64 s6 b2 x2", true},         // 24: 33…64 rows, up to 72 tiles
+    {"wgmma rows 32 s6 b2 x2", true},         // 25: 9…32 rows, up to 72 tiles
 };
+// Each variant's launcher, in kVariants' order, for bf16 halves or (F16) f16 halves.
+template <bool F16>
+constexpr Launcher kLaunchers[] = {
+    launch_tiled<F16, 4, 4, 2, 4, 2, 3>,
+    launch_wgmma<F16, 128, 6>,
+    launch_wgmma<F16, 192, 5>,
+    launch_wgmma_rows<F16, 8, 12, 1>,
+    launch_wgmma_rows<F16, 8, 12, 2>,
+    launch_wgmma_rows<F16, 16, 12, 1>,
+    launch_wgmma_rows<F16, 16, 12, 2>,
+    launch_wgmma_rows<F16, 32, 8, 1>,
+    launch_wgmma_rows<F16, 32, 8, 2>,
+    launch_wgmma_rows<F16, 64, 8, 1>,
+    launch_wgmma_rows<F16, 64, 8, 2>,
+    launch_wgmma_rows<F16, 64, 8, 1, 2>,
+    launch_wgmma_rows<F16, 64, 8, 2, 2>,
+    launch_wgmma_rows<F16, 32, 8, 2, 2>,
+    launch_wgmma_rows<F16, 8, 4, 1, 1, 4>,
+    launch_wgmma_rows<F16, 8, 8, 1, 1, 1, 3>,
+    launch_wgmma_rows<F16, 8, 6, 1, 1, 1, 4>,
+    launch_wgmma_rows<F16, 16, 4, 1, 1, 4>,
+    launch_wgmma_rows<F16, 16, 8, 1, 1, 1, 3>,
+    launch_wgmma_rows<F16, 16, 6, 1, 1, 1, 4>,
+    launch_wgmma_rows<F16, 32, 6, 1, 1, 2>,
+    launch_wgmma_rows<F16, 32, 6, 1, 1, 1, 3>,
+    launch_wgmma<F16, 256, 3>,
+    launch_wgmma_rows<F16, 64, 6, 1, 1, 2>,
+    launch_wgmma_rows<F16, 64, 6, 2, 1, 2>,
+    launch_wgmma_rows<F16, 32, 6, 2, 1, 2>,
+};
+static_assert(std::size(kLaunchers<false>) == std::size(kVariants));
+
+Launcher launcher(int variant, HalfType halves) {
+  return halves == HalfType::f16 ? kLaunchers<true>[variant] : kLaunchers<false>[variant];
+}
 
 // The persistent waves of `tiles` tiles on the CTAs variant W keeps resident: {waves, resident CTAs}.
 template <class W>
@@ -169,33 +203,34 @@ bool gemm_variant_has_gemm_bits(int variant) {
 }
 
 void gemm_variant(int variant, const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k,
-                  bool accumulate, void* stream) {
+                  bool accumulate, void* stream, HalfType halves) {
   check_k(m, n, k);
   if (variant < 0 || variant >= gemm_variants()) throw Error("no GEMM variant " + std::to_string(variant));
   if (m == 0 || n == 0) return;
-  kVariants[variant].launch(x, w, GemmOut{bias, y, accumulate, nullptr}, m, n, k, stream);
+  launcher(variant, halves)(x, w, GemmOut{bias, y, accumulate, nullptr}, m, n, k, stream);
 }
 
 void gemm(const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k, bool accumulate,
-          void* stream) {
+          void* stream, HalfType halves) {
   check_k(m, n, k);
   if (m == 0 || n == 0) return;
-  kVariants[pick_variant(m, n, k)].launch(x, w, GemmOut{bias, y, accumulate, nullptr}, m, n, k, stream);
+  launcher(pick_variant(m, n, k), halves)(x, w, GemmOut{bias, y, accumulate, nullptr}, m, n, k, stream);
 }
 
 void gemm_swiglu_variant(int variant, const uint16_t* x, const uint16_t* w, uint16_t* act, int m, int ffn, int k,
-                         void* stream) {
+                         void* stream, HalfType halves) {
   check_swiglu(m, ffn, k);
   if (!gemm_variant_has_gemm_bits(variant))
     throw Error(std::string("GEMM variant ") + kVariants[variant].name + " has no SwiGLU epilogue");
   if (m == 0) return;
-  kVariants[variant].launch(x, w, GemmOut{nullptr, nullptr, false, act}, m, 2 * ffn, k, stream);
+  launcher(variant, halves)(x, w, GemmOut{nullptr, nullptr, false, act}, m, 2 * ffn, k, stream);
 }
 
-void gemm_swiglu(const uint16_t* x, const uint16_t* w, uint16_t* act, int m, int ffn, int k, void* stream) {
+void gemm_swiglu(const uint16_t* x, const uint16_t* w, uint16_t* act, int m, int ffn, int k, void* stream,
+                 HalfType halves) {
   check_swiglu(m, ffn, k);
   if (m == 0) return;
-  kVariants[pick_variant(m, 2 * ffn, k)].launch(x, w, GemmOut{nullptr, nullptr, false, act}, m, 2 * ffn, k, stream);
+  launcher(pick_variant(m, 2 * ffn, k), halves)(x, w, GemmOut{nullptr, nullptr, false, act}, m, 2 * ffn, k, stream);
 }
 
 }  // namespace fs::cuda::kernels

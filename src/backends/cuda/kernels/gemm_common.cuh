@@ -17,9 +17,10 @@ using ptx::copy_wait;
 using ptx::mma;
 
 // The two mma of one 32-wide k block: lane t holds k t·8…t·8+7 of its row in a (rows g, g+8) and b (column g).
+template <bool F16>
 __device__ __forceinline__ void mma_block(float (&c)[4], const uint4& a_lo, const uint4& a_hi, const uint4& b) {
-  mma(c, a_lo.x, a_hi.x, a_lo.y, a_hi.y, b.x, b.y);
-  mma(c, a_lo.z, a_hi.z, a_lo.w, a_hi.w, b.z, b.w);
+  mma<F16>(c, a_lo.x, a_hi.x, a_lo.y, a_hi.y, b.x, b.y);
+  mma<F16>(c, a_lo.z, a_hi.z, a_lo.w, a_hi.w, b.z, b.w);
 }
 
 // Where a GEMM's output goes: y[m, n] (=|+=) the sums (+ bias), or, when `act` is set, act[m, n / 2] = the SwiGLU of

@@ -40,7 +40,7 @@ __device__ __forceinline__ void load_stage(uint16_t* st, const uint16_t* x, cons
   load_operand<T::kCols, T::kKb, T::kThreads>(st + T::kKb * T::kRows * 32, w, N, K, n0, k0);
 }
 
-template <int MW, int NW, int MT, int NT, int KB, int STAGES>
+template <bool F16, int MW, int NW, int MT, int NT, int KB, int STAGES>
 __global__ void __launch_bounds__(32 * MW * NW) tiled_kernel(const uint16_t* x, const uint16_t* w, const float* bias,
                                                              float* y, int M, int N, int K, bool accumulate) {
   wait_for_previous_grid();
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(32 * MW * NW) tiled_kernel(const uint16_t* x, 
 #pragma unroll
       for (int i = 0; i < MT; ++i)
 #pragma unroll
-        for (int j = 0; j < NT; ++j) mma_block(acc[i][j], a[i][0], a[i][1], b[j]);
+        for (int j = 0; j < NT; ++j) mma_block<F16>(acc[i][j], a[i][0], a[i][1], b[j]);
     }
     // The end of a k slice (or of k): the slice's sum joins the total.
     if (((step + 1) * KB) % kSliceBlocks == 0 || step == steps - 1) {
@@ -117,11 +117,11 @@ __global__ void __launch_bounds__(32 * MW * NW) tiled_kernel(const uint16_t* x, 
       }
 }
 
-template <int MW, int NW, int MT, int NT, int KB, int STAGES>
+template <bool F16, int MW, int NW, int MT, int NT, int KB, int STAGES>
 void launch_tiled(const uint16_t* x, const uint16_t* w, const GemmOut& out, int m, int n, int k, void* stream) {
   if (out.act) throw Error("the mma.sync GEMM has no SwiGLU epilogue");
   using T = Tile<MW, NW, MT, NT, KB, STAGES>;
-  auto kernel = tiled_kernel<MW, NW, MT, NT, KB, STAGES>;
+  auto kernel = tiled_kernel<F16, MW, NW, MT, NT, KB, STAGES>;
   allow_shared_memory_once(kernel, unsigned(T::kSmemBytes), "gemm", true);
   dim3 grid((n + T::kCols - 1) / T::kCols, (m + T::kRows - 1) / T::kRows);
   launch_overlapping_kernel("gemm", kernel, grid, dim3(T::kThreads), unsigned(T::kSmemBytes), stream, x, w, out.bias,

@@ -2,9 +2,10 @@
 // Hopper GEMM for many rows: persistent and warp-specialized. Each CTA walks output tiles of 128 rows × COLS columns;
 // one producer thread streams the tiles' 64-wide k steps of x and w into a ring of shared-memory stages with the
 // bulk tensor copy engine (128-byte swizzle; rows and k past the end zero-filled), each stage completed by an
-// mbarrier, and two consumer warpgroups multiply 64 rows each on wgmma (bf16 in, f32 accumulate) and free the
-// stage. Each k slice of 1024 is summed from zero in `acc` and added onto `total` at the slice's end, in slice order;
-// 256-column tiles keep half of `total` in shared memory (the registers hold the slice's sum and the other half).
+// mbarrier, and two consumer warpgroups multiply 64 rows each on wgmma (bf16 in, or f16 with F16; f32 accumulate)
+// and free the stage. Each k slice of 1024 is summed from zero in `acc` and added onto `total` at the slice's end, in
+// slice order; 256-column tiles keep half of `total` in shared memory (the registers hold the slice's sum and the
+// other half).
 #include "backends/cuda/host/check.h"
 #include "backends/cuda/host/driver_table.h"
 #include "backends/cuda/kernels/gemm_common.cuh"
@@ -40,15 +41,15 @@ __device__ __forceinline__ void load_weight_box(void* dst, const CUtensorMap* ma
 
 // One 64-wide k step of a slice's sum (every wgmma GEMM's arithmetic): four k16 steps onto acc in order, the slice's
 // first step starting from zero; committed as one wgmma group.
-template <int N>
+template <bool F16, int N>
 __device__ __forceinline__ void wgmma_k64_step(float (&acc)[N], uint64_t a, uint64_t b, bool slice_start) {
   hopper::wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) hopper::wgmma_m64k16(acc, a + 2 * kk, b + 2 * kk, !(slice_start && kk == 0));
+  for (int kk = 0; kk < 4; ++kk) hopper::wgmma_m64k16<F16>(acc, a + 2 * kk, b + 2 * kk, !(slice_start && kk == 0));
   hopper::wgmma_commit();
 }
 
-template <int COLS, int STAGES>
+template <bool F16, int COLS, int STAGES>
 __global__ void __launch_bounds__(384, 1)
     wgmma_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w, GemmOut out,
                  int M, int N, int K) {
@@ -120,7 +121,7 @@ __global__ void __launch_bounds__(384, 1)
       const uint8_t* st = smem + stage * W::kStageBytes;
       const uint64_t a = hopper::smem_desc_sw128(st + consumer * (W::kOperandBytes / 2));
       const uint64_t b = hopper::smem_desc_sw128(st + W::kOperandBytes);
-      wgmma_k64_step(acc, a, b, step % W::kStepsPerSlice == 0);
+      wgmma_k64_step<F16>(acc, a, b, step % W::kStepsPerSlice == 0);
       // The end of a k slice (or of k): the slice's sum joins the total.
       if ((step + 1) % W::kStepsPerSlice == 0 || step == steps - 1) {
         hopper::wgmma_wait<0>();
@@ -203,22 +204,27 @@ __global__ void __launch_bounds__(384, 1)
 #endif
 }
 
-// A 2-d tensor map over `rows` rows of k bf16, read in boxes of 64 k × `box_rows` rows with the 128-byte swizzle.
-inline CUtensorMap wgmma_tensor_map(const uint16_t* p, int rows, int k, unsigned box_rows) {
+// The tensor maps' element type: bf16, or f16 for the F16 kernels.
+inline CUtensorMapDataType half_type(bool f16) {
+  return f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+}
+
+// A 2-d tensor map over `rows` rows of k halves, read in boxes of 64 k × `box_rows` rows with the 128-byte swizzle.
+inline CUtensorMap wgmma_tensor_map(const uint16_t* p, int rows, int k, unsigned box_rows, bool f16) {
   CUtensorMap map{};
   const unsigned long long dims[2] = {static_cast<unsigned long long>(k), static_cast<unsigned long long>(rows)};
   const unsigned long long strides[1] = {static_cast<unsigned long long>(k) * 2};
   const unsigned box[2] = {64, box_rows}, element_strides[2] = {1, 1};
-  FS_CU(tensor_map_encode_tiled, &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+  FS_CU(tensor_map_encode_tiled, &map, half_type(f16), 2,
         const_cast<void*>(static_cast<const void*>(p)), dims, strides, box, element_strides,
         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return map;
 }
 
-// The weights [gate; up] (2 ffn rows of k bf16) as a 4-d tensor map (k, 8 rows of a block, gate or up, block):
+// The weights [gate; up] (2 ffn rows of k halves) as a 4-d tensor map (k, 8 rows of a block, gate or up, block):
 // a box of `box_rows` rows holds box_rows / 16 blocks of 8 gate rows each followed by the same 8 rows of up.
-inline CUtensorMap gate_up_tensor_map(const uint16_t* p, int rows, int k, unsigned box_rows) {
+inline CUtensorMap gate_up_tensor_map(const uint16_t* p, int rows, int k, unsigned box_rows, bool f16) {
   constexpr unsigned B = kGateUpBlock;
   using u64 = unsigned long long;
   const u64 ffn = static_cast<u64>(rows) / 2, row_bytes = static_cast<u64>(k) * 2;
@@ -226,7 +232,7 @@ inline CUtensorMap gate_up_tensor_map(const uint16_t* p, int rows, int k, unsign
   const u64 dims[4] = {static_cast<u64>(k), B, 2, ffn / B};
   const u64 strides[3] = {row_bytes, ffn * row_bytes, B * row_bytes};
   const unsigned box[4] = {64, B, 2, box_rows / (2 * B)}, element_strides[4] = {1, 1, 1, 1};
-  FS_CU(tensor_map_encode_tiled, &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+  FS_CU(tensor_map_encode_tiled, &map, half_type(f16), 4,
         const_cast<void*>(static_cast<const void*>(p)), dims, strides, box, element_strides,
         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -234,21 +240,23 @@ inline CUtensorMap gate_up_tensor_map(const uint16_t* p, int rows, int k, unsign
 }
 
 // The weights' tensor map for a GEMM writing `out`.
-inline CUtensorMap weight_tensor_map(const uint16_t* w, int n, int k, unsigned box_rows, const GemmOut& out) {
-  return out.act ? gate_up_tensor_map(w, n, k, box_rows) : wgmma_tensor_map(w, n, k, box_rows);
+inline CUtensorMap weight_tensor_map(const uint16_t* w, int n, int k, unsigned box_rows, const GemmOut& out,
+                                     bool f16) {
+  return out.act ? gate_up_tensor_map(w, n, k, box_rows, f16) : wgmma_tensor_map(w, n, k, box_rows, f16);
 }
 
-template <int COLS, int STAGES>
+template <bool F16, int COLS, int STAGES>
 void launch_wgmma(const uint16_t* x, const uint16_t* w, const GemmOut& out, int m, int n, int k, void* stream) {
   // With k = 0 there is no tensor to map and no term to sum: the tiled kernel writes the same bias alone.
-  if (k == 0) return launch_tiled<4, 4, 2, 4, 2, 3>(x, w, out, m, n, k, stream);
+  if (k == 0) return launch_tiled<F16, 4, 4, 2, 4, 2, 3>(x, w, out, m, n, k, stream);
   using W = Wgmma<COLS, STAGES>;
-  auto kernel = wgmma_kernel<COLS, STAGES>;
+  auto kernel = wgmma_kernel<F16, COLS, STAGES>;
   allow_shared_memory_once(kernel, unsigned(W::kSmemBytes), "gemm wgmma", true);
   const int tiles = ((m + W::kRows - 1) / W::kRows) * ((n + W::kCols - 1) / W::kCols);
   const int sms = multiprocessor_count("the wgmma GEMM"), ctas = tiles < sms ? tiles : sms;
   launch_kernel("gemm wgmma", kernel, dim3(ctas), dim3(W::kThreads), unsigned(W::kSmemBytes), stream,
-                wgmma_tensor_map(x, m, k, W::kRows), weight_tensor_map(w, n, k, W::kCols, out), out, m, n, k);
+                wgmma_tensor_map(x, m, k, W::kRows, F16), weight_tensor_map(w, n, k, W::kCols, out, F16), out, m, n,
+                k);
 }
 
 }  // namespace fs::cuda::kernels::gemm_detail

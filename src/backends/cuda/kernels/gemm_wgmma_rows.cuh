@@ -60,7 +60,7 @@ __device__ __forceinline__ void load_row_boxes(uint8_t* st, const CUtensorMap* m
 
 // One step of a slice's sum: the step's k boxes in order, four k16 steps each, onto acc (from zero at the slice's
 // first step); committed as one wgmma group.
-template <class W, int N>
+template <bool F16, class W, int N>
 __device__ __forceinline__ void wgmma_rows_step(float (&acc)[W::kSub][N], const uint8_t* st, int half,
                                                 bool slice_start) {
   hopper::wgmma_fence();
@@ -73,13 +73,13 @@ __device__ __forceinline__ void wgmma_rows_step(float (&acc)[W::kSub][N], const 
           hopper::smem_desc_sw128(st + j * W::kWeightBoxBytes + (half * W::kSub + i) * W::kHalfBytes);
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
-        hopper::wgmma_m64k16(acc[i], a + 2 * kk, b + 2 * kk, !(slice_start && j == 0 && kk == 0));
+        hopper::wgmma_m64k16<F16>(acc[i], a + 2 * kk, b + 2 * kk, !(slice_start && j == 0 && kk == 0));
     }
   }
   hopper::wgmma_commit();
 }
 
-template <int TOK, int STAGES, int SPLIT, int CONS, int BOXES, int SUB>
+template <bool F16, int TOK, int STAGES, int SPLIT, int CONS, int BOXES, int SUB>
 __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(128 * (1 + CONS), 1)
     wgmma_rows_kernel(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_x,
                       GemmOut out, int M, int N, int K) {
@@ -167,7 +167,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(128 * (1 + CONS)
     int pending = -1, held = 0;
     for (int step = step_begin; step < step_end; ++step) {
       hopper::mbar_wait(&full[stage], phase);
-      wgmma_rows_step<W>(acc, smem + stage * W::kStageBytes, half, step % W::kStepsPerSlice == 0);
+      wgmma_rows_step<F16, W>(acc, smem + stage * W::kStageBytes, half, step % W::kStepsPerSlice == 0);
       if ((step + 1) % W::kStepsPerSlice == 0 || step == steps - 1) {
         hopper::wgmma_wait<0>();
         release(pending);
@@ -262,31 +262,31 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(128 * (1 + CONS)
 #endif
 }
 
-template <int TOK, int STAGES, int SPLIT, int CONS = 1, int BOXES = 1, int SUB = 1>
+template <bool F16, int TOK, int STAGES, int SPLIT, int CONS = 1, int BOXES = 1, int SUB = 1>
 void launch_wgmma_rows(const uint16_t* x, const uint16_t* w, const GemmOut& out, int m, int n, int k, void* stream) {
-  if (k == 0) return launch_tiled<4, 4, 2, 4, 2, 3>(x, w, out, m, n, k, stream);
+  if (k == 0) return launch_tiled<F16, 4, 4, 2, 4, 2, 3>(x, w, out, m, n, k, stream);
   using W = WgmmaRows<TOK, STAGES, SPLIT, CONS, BOXES, SUB>;
   // Steps of several k boxes need whole steps: other k goes to one box a step (the same sums).
   if (BOXES > 1 && k % W::kStepK != 0)
-    return launch_wgmma_rows<TOK, STAGES * BOXES, SPLIT, CONS, 1, SUB>(x, w, out, m, n, k, stream);
+    return launch_wgmma_rows<F16, TOK, STAGES * BOXES, SPLIT, CONS, 1, SUB>(x, w, out, m, n, k, stream);
   // A cluster CTA holds at most kMaxRunSlices slices apart: longer k goes to the unsplit kernel.
   if (SPLIT > 1 && W::slices(k) > SPLIT * W::kMaxRunSlices)
-    return launch_wgmma_rows<TOK, STAGES, 1, CONS, BOXES, SUB>(x, w, out, m, n, k, stream);
+    return launch_wgmma_rows<F16, TOK, STAGES, 1, CONS, BOXES, SUB>(x, w, out, m, n, k, stream);
   // More rows than a tile holds (tests, benchmarks): tiles of TOK rows one after another, each row's bits unchanged.
   if (m > TOK) {
-    launch_wgmma_rows<TOK, STAGES, SPLIT, CONS, BOXES, SUB>(x, w, out, TOK, n, k, stream);
-    return launch_wgmma_rows<TOK, STAGES, SPLIT, CONS, BOXES, SUB>(x + size_t(TOK) * k, w, out.after_rows(TOK, n),
-                                                                   m - TOK, n, k, stream);
+    launch_wgmma_rows<F16, TOK, STAGES, SPLIT, CONS, BOXES, SUB>(x, w, out, TOK, n, k, stream);
+    return launch_wgmma_rows<F16, TOK, STAGES, SPLIT, CONS, BOXES, SUB>(x + size_t(TOK) * k, w,
+                                                                        out.after_rows(TOK, n), m - TOK, n, k, stream);
   }
-  auto kernel = wgmma_rows_kernel<TOK, STAGES, SPLIT, CONS, BOXES, SUB>;
+  auto kernel = wgmma_rows_kernel<F16, TOK, STAGES, SPLIT, CONS, BOXES, SUB>;
   allow_shared_memory_once(kernel, unsigned(W::kSmemBytes), "gemm wgmma rows", true);
   // One tile per cluster when split (the hand-off barrier counts one tile); persistent CTAs otherwise.
   const int tiles = (n + W::kCols - 1) / W::kCols;
   const int most = multiprocessor_count("the wgmma GEMM") * W::per_multiprocessor();
   const int ctas = SPLIT > 1 ? tiles * SPLIT : (tiles < most ? tiles : most);
   launch_overlapping_kernel("gemm wgmma rows", kernel, dim3(ctas), dim3(W::kThreads), unsigned(W::kSmemBytes), stream,
-                            weight_tensor_map(w, n, k, W::kCols, out), wgmma_tensor_map(x, m, k, TOK), out, m, n,
-                            k);
+                            weight_tensor_map(w, n, k, W::kCols, out, F16), wgmma_tensor_map(x, m, k, TOK, F16), out,
+                            m, n, k);
 }
 
 }  // namespace fs::cuda::kernels::gemm_detail

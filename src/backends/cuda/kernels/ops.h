@@ -13,9 +13,15 @@ namespace fs::cuda::kernels {
 // out[r, :] = table[ids[r], :] as floats.
 void embedding(const uint16_t* table, const int32_t* ids, int rows, int dim, float* out, void* stream);
 
+// The 16-bit float type of a GEMM's x and w: bf16, or f16 (three more bits of mantissa, magnitudes up to 65504).
+enum class HalfType { bf16, f16 };
+
 // y[r] = weight · x[src(r)] / sqrt(mean(x[src(r)]²) + eps), src(r) = gather ? gather[r] : r; bf16 or f32 out.
 void rmsnorm_bf16(const float* x, const int32_t* gather, const float* weight, int rows, int dim, float eps,
                   uint16_t* y, void* stream);
+// The same with halves of either type out (rmsnorm_bf16's bits for bf16).
+void rmsnorm_halves(HalfType halves, const float* x, const int32_t* gather, const float* weight, int rows, int dim,
+                    float eps, uint16_t* y, void* stream);
 void rmsnorm_f32(const float* x, const int32_t* gather, const float* weight, int rows, int dim, float eps, float* y,
                  void* stream);
 
@@ -80,12 +86,12 @@ void plain_attention(const float* q, int rows, HeadShape shape, const PagedKv& k
 // out[r, f] = silu(gu[r, f]) · gu[r, F + f] as bf16, gu f32 [rows, 2F].
 void swiglu(const float* gu, int rows, int ffn, uint16_t* out, void* stream);
 
-// y[m, n] (=|+=) Σ_k x[m, k]·w[n, k] (+ bias[n]); x, w bf16 row-major, y f32. Every element is the sum, in order,
-// of the partial sums of fixed k slices of 1024 (each slice's tensor-core steps of 16 in increasing order), whatever
-// m is.
+// y[m, n] (=|+=) Σ_k x[m, k]·w[n, k] (+ bias[n]); x, w row-major halves of one type, y f32. Every element is the
+// sum, in order, of the partial sums of fixed k slices of 1024 (each slice's tensor-core steps of 16 in increasing
+// order), whatever m is.
 // k must be a multiple of 8 and x, w 16-byte aligned. The launch depends on (m, n, k) and the multiprocessor count.
 void gemm(const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k, bool accumulate,
-          void* stream);
+          void* stream, HalfType halves = HalfType::bf16);
 
 // The same GEMM with its configuration forced (0 ≤ variant < gemm_variants()), for tests and benchmarks. A variant
 // with gemm_variant_has_gemm_bits gives the same bits as `gemm` and differs only in speed; the others (the mma.sync
@@ -96,15 +102,16 @@ const char* gemm_variant_name(int variant);
 bool gemm_variant_has_gemm_bits(int variant);
 int gemm_picked_variant(int m, int n, int k);  // the variant `gemm` runs for the shape
 void gemm_variant(int variant, const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k,
-                  bool accumulate, void* stream);
+                  bool accumulate, void* stream, HalfType halves = HalfType::bf16);
 
-// act[m, f] = swiglu(g, u) as bf16 for the GEMM's gate g = y[m, f] and up u = y[m, ffn + f], w = [gate; up] bf16
-// [2 ffn, k]: the bits of `gemm` then `swiglu`, without the f32 [m, 2 ffn] between them. The kernel reads the
-// weights' rows gate/up interleaved in blocks of 8 so that one thread holds both halves of a pair; ffn must be a
-// multiple of 8 and k positive.
-void gemm_swiglu(const uint16_t* x, const uint16_t* w, uint16_t* act, int m, int ffn, int k, void* stream);
+// act[m, f] = swiglu(g, u) as bf16 for the GEMM's gate g = y[m, f] and up u = y[m, ffn + f], w = [gate; up]
+// [2 ffn, k] (x and w halves of one type): the bits of `gemm` then `swiglu`, without the f32 [m, 2 ffn] between
+// them. The kernel reads the weights' rows gate/up interleaved in blocks of 8 so that one thread holds both halves
+// of a pair; ffn must be a multiple of 8 and k positive.
+void gemm_swiglu(const uint16_t* x, const uint16_t* w, uint16_t* act, int m, int ffn, int k, void* stream,
+                 HalfType halves = HalfType::bf16);
 // The same with a configuration forced; only variants with gemm_variant_has_gemm_bits have the epilogue.
 void gemm_swiglu_variant(int variant, const uint16_t* x, const uint16_t* w, uint16_t* act, int m, int ffn, int k,
-                         void* stream);
+                         void* stream, HalfType halves = HalfType::bf16);
 
 }  // namespace fs::cuda::kernels

@@ -1,4 +1,6 @@
 // Row-wise kernels: embedding lookup, RMSNorm, SwiGLU.
+#include <cuda_fp16.h>
+
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/launch.cuh"
 #include "backends/cuda/kernels/ops.h"
@@ -63,6 +65,8 @@ template <>
 __device__ void store<float>(float* y, size_t i, float v) { y[i] = v; }
 template <>
 __device__ void store<uint16_t>(uint16_t* y, size_t i, float v) { y[i] = f32_to_bf16_bits(v); }
+template <>
+__device__ void store<__half>(__half* y, size_t i, float v) { y[i] = __float2half_rn(v); }
 
 template <typename Out>
 __global__ void __launch_bounds__(kRowThreads) rmsnorm_kernel(const float* x, const int32_t* gather,
@@ -133,6 +137,14 @@ void rmsnorm_bf16(const float* x, const int32_t* gather, const float* weight, in
   if (rows == 0) return;
   launch_overlapping_kernel("rmsnorm", rmsnorm_kernel<uint16_t>, dim3(rows), dim3(kRowThreads), 0, stream, x, gather, weight, dim,
                 eps, y);
+}
+
+void rmsnorm_halves(HalfType halves, const float* x, const int32_t* gather, const float* weight, int rows, int dim,
+                    float eps, uint16_t* y, void* stream) {
+  if (halves == HalfType::bf16) return rmsnorm_bf16(x, gather, weight, rows, dim, eps, y, stream);
+  if (rows == 0) return;
+  launch_overlapping_kernel("rmsnorm", rmsnorm_kernel<__half>, dim3(rows), dim3(kRowThreads), 0, stream, x, gather,
+                            weight, dim, eps, reinterpret_cast<__half*>(y));
 }
 
 void rmsnorm_f32(const float* x, const int32_t* gather, const float* weight, int rows, int dim, float eps, float* y,
