@@ -34,8 +34,15 @@ class Gpu {
   template <typename T>
   T* poisoned(size_t n) {
     auto span = arena_.allocate(std::max<size_t>(n * sizeof(T), 16), "test output");
-    FS_CU(memset_d8_async, span.ptr, 0xff, n * sizeof(T), stream_.handle());
-    return reinterpret_cast<T*>(static_cast<uintptr_t>(span.ptr));
+    T* device = reinterpret_cast<T*>(static_cast<uintptr_t>(span.ptr));
+    poison(device, n);
+    return device;
+  }
+  // Fills the first n elements of an existing buffer with 0xff bytes again, so a reused output shows unwritten parts.
+  template <typename T>
+  void poison(T* device, size_t n) {
+    FS_CU(memset_d8_async, cuda::CUdeviceptr(reinterpret_cast<uintptr_t>(device)), 0xff, n * sizeof(T),
+          stream_.handle());
   }
   template <typename T>
   std::vector<T> download(const T* device, size_t n) {
