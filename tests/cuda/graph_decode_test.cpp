@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -200,9 +202,18 @@ TEST(CudaGraphDecode, DeviceGreedyEqualsHostGreedy) {
   auto device = run_engine(*model, reqs, 8);
   auto host = run_engine(*model, reqs, 8, false);
   for (size_t i = 0; i < reqs.size(); ++i) {
-    if (reqs[i].sampling.temperature <= 0.0f) {
-      EXPECT_TRUE(same(host[i], device[i])) << "request " << i;
+    if (reqs[i].sampling.temperature > 0.0f) continue;
+    EXPECT_EQ(host[i].ids, device[i].ids) << "request " << i;
+    EXPECT_EQ(host[i].reason, device[i].reason) << "request " << i;
+    ASSERT_EQ(host[i].logprobs.size(), device[i].logprobs.size()) << "request " << i;
+    // The device sums the log-sum-exp in float, the host in double: equal within float rounding (cuda-backend.md).
+    float largest = 0.0f;
+    for (size_t j = 0; j < host[i].logprobs.size(); ++j) {
+      const float h = host[i].logprobs[j], d = device[i].logprobs[j];
+      largest = std::max(largest, std::abs(h - d));
+      EXPECT_NEAR(h, d, 1e-5f * std::max(1.0f, std::abs(h))) << "request " << i << " token " << j;
     }
+    std::printf("request %zu: largest |host - device| logprob %g\n", i, double(largest));
   }
 }
 
