@@ -30,10 +30,7 @@ __global__ void bf16_to_f16_kernel(uint16_t* p, size_t n) {
     p[i] = __half_as_ushort(__float2half_rn(bf16_bits_to_f32(p[i])));
 }
 
-unsigned blocks_for(size_t n) {
-  const size_t wanted = (n + kThreads - 1) / kThreads;
-  return unsigned(wanted < kBlocks ? wanted : kBlocks);
-}
+unsigned blocks_for(size_t n) { return grid_stride_blocks(n, kThreads, kBlocks); }
 
 }  // namespace
 

@@ -1,6 +1,4 @@
 // Sum of the ranks' partials in rank order: one thread per element, plain adds (no reassociation, no contraction).
-#include <algorithm>
-
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/launch.cuh"
 #include "backends/cuda/kernels/rank_sum_ops.h"
@@ -25,8 +23,8 @@ __global__ void __launch_bounds__(kSumThreads) rank_sum_kernel(const float* gath
 
 void rank_sum(const float* gathered, int ranks, std::size_t n, float* out, void* stream) {
   if (n == 0) return;
-  const size_t blocks = std::min<size_t>((n + kSumThreads - 1) / kSumThreads, 4096);
-  launch_overlapping_kernel("rank_sum", rank_sum_kernel, dim3(unsigned(blocks)), dim3(kSumThreads), 0, stream, gathered, ranks, n,
+  const unsigned blocks = grid_stride_blocks(n, kSumThreads, 4096);
+  launch_overlapping_kernel("rank_sum", rank_sum_kernel, dim3(blocks), dim3(kSumThreads), 0, stream, gathered, ranks, n,
                 out);
 }
 

@@ -1,6 +1,4 @@
 // Kernels of a tensor-parallel rank.
-#include <algorithm>
-
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/launch.cuh"
 #include "backends/cuda/kernels/tensor_parallel_ops.h"
@@ -34,7 +32,7 @@ __global__ void interleave_kernel(const float* gathered, int ranks, int rows, in
   for (int i = threadIdx.x; i < slice; i += blockDim.x) dst[i] = src[i];
 }
 
-unsigned blocks_for(size_t n) { return unsigned(std::min<size_t>((n + kThreads - 1) / kThreads, 4096)); }
+unsigned blocks_for(size_t n) { return grid_stride_blocks(n, kThreads, 4096); }
 
 }  // namespace
 
