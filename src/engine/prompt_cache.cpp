@@ -288,8 +288,10 @@ CacheHit PromptCache::lookup(std::span<const uint64_t> keys, int max_positions, 
         }
         continue;
       }
-      // A partial match, or a partial page: the caller writes after it, so it gets a private copy.
+      // A partial match, or a partial page: the caller writes after it, so it gets a private copy. Its snapshot is
+      // held first, so making room for the copy cannot drop it.
       pool_.retain(held = c->page);
+      if (snapshot) hold_snapshot(c, hit.state_pages);
       auto fresh = pool_.allocate();
       while (!fresh && evict_one()) fresh = pool_.allocate();
       if (fresh) {
@@ -297,11 +299,13 @@ CacheHit PromptCache::lookup(std::span<const uint64_t> keys, int max_positions, 
         model_.copy_kv_positions(pool_, held, *fresh, int(m));
         pos += m;
         if (snapshot) {
-          hold_snapshot(c, hit.state_pages);
           resume_node = nullptr;
           resume_pos = pos;
           resume_pages = hit.pages.size();
         }
+      } else {
+        pool_.release(hit.state_pages);
+        hit.state_pages.clear();
       }
       pool_.release(std::exchange(held, -1));
       break;

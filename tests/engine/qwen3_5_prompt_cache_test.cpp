@@ -276,5 +276,29 @@ TEST_F(Qwen35PromptCache, SnapshotBitsSurviveTheHostTierAndEvictionFreesTheirPag
   EXPECT_EQ(pool.pages_used(), cache.stats().device_pages);
 }
 
+// A lookup that ends in a partial page with a snapshot holds the snapshot before it makes room for the page's private
+// copy: when dropping that snapshot is the only room there is, the lookup resumes from nothing rather than from
+// positions without their state.
+TEST_F(Qwen35PromptCache, AHitAlwaysCarriesTheStateOfItsPositions) {
+  const SequenceMemorySpec spec = model->memory_spec();
+  const int per_snapshot = pages_per_state_snapshot(spec, 16), total = 2 + per_snapshot;
+  KvPool pool(spec, 16, total, 1);
+  PromptCache cache(pool, *model, total, 0);  // the prefix's two pages and its snapshot fill the pool
+  std::vector<uint64_t> keys(30);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = 700 + i;
+  std::vector<int32_t> pages{*pool.allocate(), *pool.allocate()};
+  const std::vector<float> state(spec.state_floats, 0.5f);
+  EXPECT_EQ(cache.insert(keys, 20, pages, state.data()), 20);  // a full page, then 4 positions and the snapshot
+  for (int32_t p : pages) pool.release(p);
+  ASSERT_EQ(cache.stats().state_snapshots, 1);
+  ASSERT_EQ(pool.pages_free(), 0);
+  const CacheHit hit = cache.lookup(keys, 29);
+  if (hit.positions > 0) EXPECT_EQ(int(hit.state_pages.size()), per_snapshot) << hit.positions << " positions";
+  EXPECT_EQ(int(hit.pages.size()), (hit.positions + 15) / 16);
+  for (int32_t p : hit.pages) pool.release(p);
+  for (int32_t p : hit.state_pages) pool.release(p);
+  EXPECT_EQ(pool.pages_used(), cache.stats().device_pages);
+}
+
 }  // namespace
 }  // namespace fs::test
