@@ -112,7 +112,8 @@ void PromptCache::drop(Node* node) {
 bool PromptCache::make_room_on_host(int pages) {
   if (max_host_ < pages) return false;
   while (stats_.host_pages + pages > max_host_) {
-    Node* victim = host_drops_.next(droppable, [&](auto f) { each_node(f); });
+    Node* victim = host_drops_.next([&](const Node* n) { return n != restoring_ && droppable(n); },
+                                    [&](auto f) { each_node(f); });
     if (!victim) return false;
     Node* parent = victim->parent;
     drop(victim);
@@ -177,8 +178,17 @@ bool PromptCache::drop_shared_snapshot() {
 bool PromptCache::ensure_on_device(Node* node) {
   if (node->on_device()) return true;
   const int need = pages_of(node);
-  while (stats_.device_pages + need > max_device_ || pool_.pages_free() < need)
-    if (!evict_one()) return false;
+  // Room on the device may send nodes to the host tier, which may drop host-tier leaves: never this one.
+  restoring_ = node;
+  bool room = true;
+  try {
+    while (room && (stats_.device_pages + need > max_device_ || pool_.pages_free() < need)) room = evict_one();
+  } catch (...) {
+    restoring_ = nullptr;
+    throw;
+  }
+  restoring_ = nullptr;
+  if (!room) return false;
   std::vector<int32_t> pages;
   try {
     for (int i = 0; i < need; ++i) pages.push_back(*pool_.allocate());

@@ -128,6 +128,7 @@ class PromptCache {
   int max_device_, max_host_;
   int state_pages_ = 0;  // pool pages per recurrent-state snapshot
   const Node* resuming_ = nullptr;  // the node a lookup in progress will resume from: its snapshot stays
+  const Node* restoring_ = nullptr;  // the host-tier node coming back to the device: room-making keeps it
   std::unique_ptr<Node> root_;
   uint64_t clock_ = 0;
   PromptCacheStats stats_;

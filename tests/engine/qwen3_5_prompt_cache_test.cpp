@@ -300,5 +300,29 @@ TEST_F(Qwen35PromptCache, AHitAlwaysCarriesTheStateOfItsPositions) {
   EXPECT_EQ(pool.pages_used(), cache.stats().device_pages);
 }
 
+// With a host tier of a few pages, bringing a snapshot back to the device sends another node to the host tier, whose
+// room-making drops the host tier's oldest leaves: never the node coming back (its pages leaked and the books drifted,
+// so a lone stream later found no page).
+TEST_F(Qwen35PromptCache, ANodeComingBackFromTheHostTierIsNotDroppedForItsRoom) {
+  auto a = request(tokens(60, 11));
+  auto b = request(tokens(50, 12), true);
+  a.max_tokens = b.max_tokens = 40;
+  for (int kv_pages : {8, 9}) {
+    SCOPED_TRACE(std::to_string(kv_pages) + " pages");
+    EngineOptions o = options(8, 8, 2);
+    o.kv_pages = kv_pages;
+    Engine e(*model, o);
+    EngineRunner run(e);
+    auto got_a = run.submit(a);
+    auto got_b = run.submit(b);
+    run.wait_all();
+    EXPECT_GT(e.stats().preemptions, 0u);
+    EXPECT_GT(e.stats().prompt_cache.host_restores, 0u);
+    EXPECT_TRUE(same_bits(got_a->tokens, fresh(a)));
+    EXPECT_TRUE(same_bits(got_b->tokens, fresh(b)));
+    expect_idle_accounting(e);
+  }
+}
+
 }  // namespace
 }  // namespace fs::test
