@@ -396,6 +396,12 @@ int PromptCache::insert(std::span<const uint64_t> keys, int positions, std::span
       pool_.retain(pages[i]);
       same->host = {};
       ++stats_.device_pages;
+    } else if (same->page != pages[i] && pool_.refcount(same->page) == 1) {
+      // A copy only the cache holds of the stream's page: the node takes the stream's page and the copy goes, so the
+      // stream never waits on a page its own prefix pins.
+      pool_.retain(pages[i]);
+      pool_.release(same->page);
+      same->page = pages[i];
     }
     touch(same);
     pool_.retain(same->page);

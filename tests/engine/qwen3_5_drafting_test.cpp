@@ -168,5 +168,35 @@ TEST_F(Qwen35Drafting, AnAttentionDrafterEqualsUndraftedRunsAndTreesFallBackToCh
   }
 }
 
+// A pool of exactly one stream's context, shared with the prompt cache: the cache's own copy of a page the stream
+// also holds (an ancestor of the stream's shared pages, so never evictable) gives way to the stream's page when the
+// stream's prefix goes into the cache, so the last stream reaches the end of its context instead of stalling.
+TEST_F(Qwen35Drafting, ALoneStreamNeverWaitsOnACachedCopyOfItsOwnPage) {
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 6; ++i) reqs.push_back(request(i, 30));
+  run_solos(reqs);
+  EngineOptions o;
+  o.kv_page_tokens = 4;
+  o.kv_pages = 16;  // 64 positions a stream: the last two requests end there
+  o.prompt_cache_pages = 64;
+  o.prompt_cache_host_pages = 32;
+  o.prompt_cache_state_stride = 4;
+  Engine engine(*model, drafting(2, std::make_shared<ScriptedDrafter>(solo_sequences(reqs), config.vocab_size), o));
+  EngineRunner runner(engine);
+  std::vector<std::shared_ptr<Collected>> got;
+  for (const auto& r : reqs) got.push_back(runner.submit(r));
+  runner.wait_all();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    EXPECT_EQ(got[i]->result.reason, FinishReason::Length);
+    const size_t n = std::min(got[i]->tokens.size(), solo[i].size());
+    EXPECT_EQ(n, std::min(solo[i].size(), size_t(64) - reqs[i].prompt.size()));
+    EXPECT_TRUE(same_bits(std::vector<SampledToken>(got[i]->tokens.begin(), got[i]->tokens.begin() + long(n)),
+                          std::vector<SampledToken>(solo[i].begin(), solo[i].begin() + long(n))));
+  }
+  const EngineStats st = engine.stats();
+  EXPECT_EQ(st.kv_pages_used, st.prompt_cache.device_pages);
+}
+
 }  // namespace
 }  // namespace fs::test
