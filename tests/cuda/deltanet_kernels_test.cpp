@@ -218,7 +218,7 @@ std::vector<float> head(const std::vector<float>& v, size_t n) { return {v.begin
 std::vector<float> tail_from(const std::vector<float>& v, size_t n) { return {v.begin() + long(n), v.end()}; }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 bool same_bits(const Outputs& a, const Outputs& b) {

@@ -1,5 +1,6 @@
 #pragma once
 // Test helpers on a real GPU: skip cleanly without one, device buffers filled from and read back to host vectors.
+// Built with FS_CUDA_EMULATION (tests/cuda_emulated), the same calls run on host buffers.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -7,13 +8,19 @@
 #include <random>
 #include <vector>
 
+#ifdef FS_CUDA_EMULATION
+#include "cuda_emulated/emulated_gpu.h"
+#else
 #include "backends/cuda/host/check.h"
 #include "backends/cuda/host/device.h"
 #include "backends/cuda/host/device_arena.h"
 #include "backends/cuda/host/stream.h"
 #include "backends/cuda/kernels/cuda_model.h"
+#endif
 
 namespace fs::test {
+
+#ifndef FS_CUDA_EMULATION
 
 #define FS_REQUIRE_GPU() \
   if (!::fs::cuda_device_available()) GTEST_SKIP() << "no CUDA device"
@@ -59,6 +66,7 @@ class Gpu {
   cuda::Stream stream_;
   cuda::DeviceArena arena_;
 };
+#endif
 
 inline std::vector<float> random_floats(std::mt19937& rng, size_t n, float scale = 1.0f) {
   std::normal_distribution<float> d(0.0f, scale);

@@ -335,7 +335,7 @@ template <int HD, int TILES, bool DEEP>
 __global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p) {
   let_next_grid_start();
   using L = Layout<HD, TILES, DEEP>;
-  extern __shared__ __align__(16) uint16_t smem[];
+  FS_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* qs = smem;
   uint16_t* kv_smem = smem + L::kQElems;
   float* merge = reinterpret_cast<float*>(kv_smem);

@@ -15,14 +15,27 @@ inline cudaStream_t as_runtime(void* s) { return reinterpret_cast<cudaStream_t>(
 
 // Programmatic dependent launch (launch_overlapping_kernel): waits until the kernels this one follows have finished
 // and their writes are visible; before it a kernel may only read what no kernel of the round writes (weights).
-__device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void wait_for_previous_grid() {
+#ifndef FS_CUDA_EMULATION  // the emulation runs launches one after another
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 
 // Programmatic dependent launch: lets the stream's next kernel be scheduled before this one finishes, so a GEMM
 // after a short kernel starts its weight copies early. Short kernels call it first; the GEMMs and the recurrence
 // once their last copies are issued, when all their CTAs are resident and the next kernel can take no slot they need.
 __device__ __forceinline__ void let_next_grid_start() {
+#ifndef FS_CUDA_EMULATION
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 }
+
+// The block's dynamic shared memory as a 16-byte aligned array `name` of T.
+#ifdef FS_CUDA_EMULATION
+#define FS_DYNAMIC_SHARED(T, name) T* name = ::emulated::dynamic_shared<T>()
+#else
+#define FS_DYNAMIC_SHARED(T, name) extern __shared__ __align__(16) T name[]
+#endif
 
 __device__ __forceinline__ float bf16_bits_to_f32(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
 

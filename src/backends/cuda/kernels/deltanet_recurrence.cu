@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(L::kThreads, TILE > 1 ? 1 : 4)
   static_assert(R % 4 == 0, "rows come in float4 pieces");
   static_assert(TILE <= 32, "a warp's lanes hold the tile's β and decays");
   constexpr int kC = L::kColumnsPerLane;
-  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  FS_DYNAMIC_SHARED(unsigned char, smem_bytes);
   RecurrenceSmem<R, TILE, L>& smem = *reinterpret_cast<RecurrenceSmem<R, TILE, L>*>(smem_bytes);
   const DeltaNetSeq s = batch.seqs[blockIdx.z];
   const int h = blockIdx.y, lane = threadIdx.x % 32, g = threadIdx.x % kLanesPerColumn;

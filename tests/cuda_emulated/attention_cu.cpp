@@ -1,0 +1,2 @@
+// attention.cu compiled for the emulated tests.
+#include "backends/cuda/kernels/attention.cu"

@@ -1,0 +1,2 @@
+// deltanet.cu compiled for the emulated tests.
+#include "backends/cuda/kernels/deltanet.cu"
