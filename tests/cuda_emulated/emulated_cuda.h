@@ -276,6 +276,7 @@ T* dynamic_shared() {
 }  // namespace emulated
 
 inline float __uint_as_float(uint32_t u) { return std::bit_cast<float>(u); }
+inline uint32_t __float_as_uint(float f) { return std::bit_cast<uint32_t>(f); }
 
 inline void __syncthreads() { emulated::block_barrier(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emulated::warp_barrier(); }
@@ -300,6 +301,13 @@ T __ldcg(const T* p) {
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
+inline unsigned atomicMax(unsigned* p, unsigned v) {
+  std::atomic_ref<unsigned> a(*p);
+  unsigned seen = a.load();
+  while (seen < v && !a.compare_exchange_weak(seen, v)) {
+  }
+  return seen;
+}
 inline float __expf(float x) { return std::exp(x); }
 inline float __fdividef(float a, float b) { return a / b; }
 inline float exp2f(float x) { return std::exp2(x); }
@@ -320,3 +328,10 @@ inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) {
   return {__float2bfloat16_rn(a), __float2bfloat16_rn(b)};
 }
 inline uint16_t __bfloat16_as_ushort(__nv_bfloat16 h) { return h.bits; }
+
+// f16 as cuda_fp16.h rounds it (core/dtype.h's conversion).
+struct __half {
+  uint16_t bits;
+};
+inline __half __float2half_rn(float f) { return {fs::f32_to_f16(f)}; }
+inline uint16_t __half_as_ushort(__half h) { return h.bits; }
