@@ -198,12 +198,15 @@ inline void* fresh_stack(char* base, size_t bytes) {
   return slots;
 }
 
-// Runs one block to its end: fibers in thread order, each until it finishes or waits on a barrier not yet passed.
-inline void run_block(unsigned threads, dim3 block_shape) {
+// Runs one block to its end: each fiber until it finishes or waits on a barrier not yet passed, in thread order, or
+// in reverse order when `reversed` (so a read that no barrier orders after another thread's write sees stale data
+// in one of the two orders, whichever thread writes).
+inline void run_block(unsigned threads, dim3 block_shape, bool reversed) {
   Block& b = block();
   for (;;) {
     bool ran = false, finished = true;
-    for (unsigned t = 0; t < threads; ++t) {
+    for (unsigned i = 0; i < threads; ++i) {
+      const unsigned t = reversed ? threads - 1 - i : i;
       Fiber& f = b.fibers[t];
       if (f.done) continue;
       finished = false;
@@ -263,7 +266,7 @@ void launch(const char* what, Kernel kernel, dim3 grid, dim3 block_shape, unsign
           f.sp = fresh_stack(f.stack.get(), Block::kStackBytes);
         }
         blockIdx = {x, y, z};
-        run_block(threads, block_shape);
+        run_block(threads, block_shape, (x + y + z) % 2 == 1);
       }
 }
 
