@@ -116,7 +116,7 @@ struct Block {
   std::vector<uint32_t> words;  // 8 a thread, for shuffles, mma and ldmatrix operands
   std::vector<float> tiles;     // 128 a warp: an mma's product, computed by its first lane to read it
   std::vector<uint64_t> tile_generation;
-  std::vector<unsigned char> dynamic_shared;
+  std::unique_ptr<unsigned char[]> dynamic_shared;  // exactly the launch's bytes (new[] aligns to 16)
   std::function<void()> body;
 };
 
@@ -256,7 +256,8 @@ void launch(const char* what, Kernel kernel, dim3 grid, dim3 block_shape, unsign
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
-        b.dynamic_shared.assign(size_t(shared_bytes) + 16, 0xa5);  // garbage, as a fresh block finds it
+        b.dynamic_shared.reset(new unsigned char[std::max(shared_bytes, 1u)]);
+        std::fill_n(b.dynamic_shared.get(), shared_bytes, 0xa5);  // garbage, as a fresh block finds it
         b.arrived = 0;
         for (Fiber& f : b.fibers) {
           f.done = false;
@@ -272,8 +273,7 @@ void launch(const char* what, Kernel kernel, dim3 grid, dim3 block_shape, unsign
 
 template <class T>
 T* dynamic_shared() {
-  const auto at = reinterpret_cast<uintptr_t>(block().dynamic_shared.data());
-  return reinterpret_cast<T*>((at + 15) / 16 * 16);
+  return reinterpret_cast<T*>(block().dynamic_shared.get());
 }
 
 }  // namespace emulated
