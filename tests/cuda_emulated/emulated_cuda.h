@@ -327,9 +327,6 @@ struct __nv_bfloat162 {
 inline __nv_bfloat16 __float2bfloat16_rn(float f) { return {fs::f32_to_bf16(f)}; }
 inline float __bfloat162float(__nv_bfloat16 h) { return fs::bf16_to_f32(h.bits); }
 inline float2 __bfloat1622float2(__nv_bfloat162 h) { return {__bfloat162float(h.x), __bfloat162float(h.y)}; }
-inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) {
-  return {__float2bfloat16_rn(a), __float2bfloat16_rn(b)};
-}
 inline uint16_t __bfloat16_as_ushort(__nv_bfloat16 h) { return h.bits; }
 
 // f16 as cuda_fp16.h rounds it (core/dtype.h's conversion).

@@ -13,8 +13,6 @@ inline unsigned grid_stride_blocks(std::size_t n, int threads, std::size_t most)
 }
 
 template <typename Kernel>
-void allow_shared_memory(Kernel, unsigned, const char*, bool = false) {}
-template <typename Kernel>
 void allow_shared_memory_once(Kernel, unsigned, const char*, bool = false) {}
 
 template <typename Kernel, typename... Args>

@@ -4,12 +4,14 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/dtype.h"
+
 namespace fs::cuda::kernels::ptx {
 
 namespace detail {
 
 // Half `high` of a word of two bf16 values, as a float.
-inline float bf16_half(uint32_t word, int high) { return __uint_as_float((high ? word >> 16 : word & 0xffffu) << 16); }
+inline float bf16_half(uint32_t word, int high) { return fs::bf16_to_f32(uint16_t(high ? word >> 16 : word)); }
 
 // The rows ldmatrix's lanes point at (lane l: row l % 8 of matrix l / 8), into r as the instruction lays them out.
 inline void ldmatrix(uint32_t (&r)[4], const uint16_t* p, bool transposed) {
@@ -102,8 +104,7 @@ inline void copy_wait() {
 }
 
 inline uint32_t pack_bf16(float lo, float hi) {
-  return uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(lo))) |
-         uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16;
+  return uint32_t(fs::f32_to_bf16(lo)) | uint32_t(fs::f32_to_bf16(hi)) << 16;
 }
 
 }  // namespace fs::cuda::kernels::ptx
