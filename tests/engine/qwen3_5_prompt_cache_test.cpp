@@ -293,7 +293,9 @@ TEST_F(Qwen35PromptCache, AHitAlwaysCarriesTheStateOfItsPositions) {
   ASSERT_EQ(cache.stats().state_snapshots, 1);
   ASSERT_EQ(pool.pages_free(), 0);
   const CacheHit hit = cache.lookup(keys, 29);
-  if (hit.positions > 0) EXPECT_EQ(int(hit.state_pages.size()), per_snapshot) << hit.positions << " positions";
+  if (hit.positions > 0) {
+    EXPECT_EQ(int(hit.state_pages.size()), per_snapshot) << hit.positions << " positions";
+  }
   EXPECT_EQ(int(hit.pages.size()), (hit.positions + 15) / 16);
   for (int32_t p : hit.pages) pool.release(p);
   for (int32_t p : hit.state_pages) pool.release(p);
