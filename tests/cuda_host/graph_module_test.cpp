@@ -90,10 +90,12 @@ TEST(Module, OverlappingLaunchCarriesTheProgrammaticSerializationAttribute) {
   EXPECT_EQ(fake.kernel_runs("gemm"), 2u);
   EXPECT_EQ(fake.count("cuLaunchKernelEx"), 1u);
   EXPECT_EQ(fake.count("cuLaunchKernel"), 1u);
-  for (const auto& call : fake.calls())
-    if (call.name == "cuLaunchKernelEx")
+  for (const auto& call : fake.calls()) {
+    if (call.name == "cuLaunchKernelEx") {
       EXPECT_EQ(call.args, (std::vector<std::uint64_t>{reinterpret_cast<std::uintptr_t>(fn), 8, 2, 1, 256, 1, 1, 4096,
                                                        reinterpret_cast<std::uintptr_t>(stream.handle()), 1}));
+    }
+  }
   fake.fail_call("cuLaunchKernelEx", 1, CUDA_ERROR_LAUNCH_FAILED);
   try {
     launch_opaque(fn, shape, stream.handle(), nullptr, "gemm");

@@ -46,7 +46,9 @@ TEST(ParallelRows, CoversEveryRowOnceWhateverThePoolSize) {
             std::lock_guard lock(mu);
             ++ranges;
             EXPECT_LT(begin, end);
-            if (ranges > 1) EXPECT_GE(end - begin, min_rows);
+            if (ranges > 1) {
+              EXPECT_GE(end - begin, min_rows);
+            }
             for (int r = begin; r < end; ++r) ++hits[size_t(r)];
           });
           return 0;

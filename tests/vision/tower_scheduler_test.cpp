@@ -109,8 +109,9 @@ TEST(ImageBudget, AdmitsTheLargestImageWithinTheTimeAtTheMeasuredSpeed) {
   EXPECT_EQ(admitted % c.merge_unit(), 0);
   EXPECT_LE(admitted, cap);
   EXPECT_LE(tower_flops(c, admitted) / speed.flops_per_second, budget.max_seconds);
-  if (admitted < cap)
+  if (admitted < cap) {
     EXPECT_GT(tower_flops(c, admitted + c.merge_unit()) / speed.flops_per_second, budget.max_seconds);
+  }
   EXPECT_NE(scheduled.budget_lines().back().find(std::to_string(admitted * c.patch_size * c.patch_size)),
             std::string::npos);
   // The FLOP count grows faster than the patches: the full-attention blocks are quadratic.
