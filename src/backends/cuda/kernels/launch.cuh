@@ -4,8 +4,6 @@
 // call, so failures are reported the same way and a fake table sees them.
 #include <cuda_runtime.h>
 
-#include <algorithm>
-#include <cstddef>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -14,6 +12,7 @@
 #include <utility>
 
 #include "backends/cuda/host/module.h"
+#include "backends/cuda/kernels/grid_stride.h"
 #include "core/error.h"
 
 namespace fs::cuda::kernels {
@@ -38,11 +37,6 @@ inline int multiprocessor_count(const char* what) {
     throw Error(std::string(what) + " could not read the device's multiprocessor count");
   }
   return count;
-}
-
-// Blocks of `threads` for a grid-stride loop over n elements: a thread an element, at most `most` blocks.
-inline unsigned grid_stride_blocks(std::size_t n, int threads, std::size_t most) {
-  return unsigned(std::min<std::size_t>((n + std::size_t(threads) - 1) / std::size_t(threads), most));
 }
 
 // Lets `kernel` take `bytes` of dynamic shared memory; `prefer_shared` also asks for the largest shared carveout.

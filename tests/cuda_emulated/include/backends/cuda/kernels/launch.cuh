@@ -1,16 +1,11 @@
 #pragma once
 // The emulated counterpart of src/backends/cuda/kernels/launch.cuh: launches run the grid on the host at once
 // (tests/cuda_emulated/emulated_cuda.h); the device is an H100's 132 multiprocessors.
-#include <algorithm>
-#include <cstddef>
+#include "backends/cuda/kernels/grid_stride.h"
 
 namespace fs::cuda::kernels {
 
 inline int multiprocessor_count(const char*) { return 132; }
-
-inline unsigned grid_stride_blocks(std::size_t n, int threads, std::size_t most) {
-  return unsigned(std::min<std::size_t>((n + std::size_t(threads) - 1) / std::size_t(threads), most));
-}
 
 template <typename Kernel>
 void allow_shared_memory_once(Kernel, unsigned, const char*, bool = false) {}
