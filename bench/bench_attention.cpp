@@ -3,7 +3,8 @@
 // (TB/s of the K/V bytes read), for the tensor-core kernel with split scratch (as the model runs it: a long row's key
 // chunks on several CTAs), without it ("mma-1cta": every row's chunks in one CTA) and the plain kernel; and a mixed
 // pass of 56 decode rows at 576 keys ahead of four 512-row prompts, the decode rows one per CTA ("mma") or in the
-// prompts' 16-row tiles ("mma-tiles").
+// prompts' 16-row tiles ("mma-tiles"); then the rotary + K/V store that feeds them at 64 and 2048 rows, with and
+// without the per-head q/k norm (TB/s of the bytes it must move).
 // Usage: bench_attention [--reps N]
 #include <algorithm>
 #include <chrono>
@@ -88,6 +89,29 @@ struct Bench {
                      std::strcmp(kernel, "mma-1cta") != 0 ? split : k::AttentionSplit{}, out, stream.handle(),
                      lone);
     };
+    return mean_seconds(call, reps);
+  }
+
+  // Mean seconds per qkv_rope_store of `rows` rows (to slots 0 … rows − 1; norm weights of 1 or none).
+  double time_rope_store(int rows, bool norm, int reps) {
+    const k::HeadShape shape{kHeads, kKvHeads, kHeadDim};
+    const size_t width = size_t(kHeads + 2 * kKvHeads) * kHeadDim;
+    std::vector<int32_t> slots(static_cast<size_t>(rows));
+    for (int r = 0; r < rows; ++r) slots[size_t(r)] = r;
+    k::PagedKv kv{keys, values, upload(slots), nullptr, nullptr, nullptr, kPageTokens};
+    const auto floats = [&](size_t n, float v) { return upload(std::vector<float>(n, v)); };
+    const float* qkv = floats(size_t(rows) * width, 0.5f);
+    const float* cos = floats(size_t(rows) * kHeadDim / 2, 0.8f);
+    const float* sin = floats(size_t(rows) * kHeadDim / 2, 0.6f);
+    const float* weights = norm ? floats(kHeadDim, 1.0f) : nullptr;
+    return mean_seconds(
+        [&] { k::qkv_rope_store(qkv, rows, shape, weights, weights, 1e-6f, cos, sin, kv, q, stream.handle()); },
+        reps);
+  }
+
+  // Mean seconds per call of `call` over `reps` calls after two warm-ups.
+  template <typename F>
+  double mean_seconds(const F& call, int reps) {
     for (int i = 0; i < 2; ++i) call();
     stream.synchronize();
     const auto t = Clock::now();
@@ -158,6 +182,17 @@ int bench(int argc, char** argv) {
       const double s = b.time(part(keys, c.begin, c.end), part(table, c.begin, c.end), pages, c.kernel, reps, c.lone);
       std::printf("%-8s %6d %6d %8s %12.1f %10.2f\n", c.kernel, c.end - c.begin, context, c.what, s * 1e6,
                   (flop[size_t(c.end)] - flop[size_t(c.begin)]) / s / 1e12);
+    }
+  }
+  for (int rows : {64, 2048}) {
+    Bench b(size_t(rows) / kPageTokens, rows);
+    // Read: the qkv rows and cos/sin; written: q in f32, K and V in bf16.
+    const double bytes = double(rows) * ((kHeads + 2 * kKvHeads) * kHeadDim * 4 + kHeadDim * 4 +
+                                         kHeads * kHeadDim * 4 + 2 * kKvHeads * kHeadDim * 2);
+    for (bool norm : {false, true}) {
+      const double s = b.time_rope_store(rows, norm, reps);
+      std::printf("%-8s %6d %6s %8s %12.1f %10s %10.3f\n", norm ? "rope-qkn" : "rope", rows, "-", "store", s * 1e6,
+                  "-", bytes / s / 1e12);
     }
   }
   for (int streams : {1, 16, 64})

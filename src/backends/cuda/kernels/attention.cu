@@ -14,52 +14,60 @@ constexpr int kMaxHeadDim = 256;
 constexpr int kPerLane = kMaxHeadDim / 32;
 constexpr int kStoreWarps = 8;  // (row, head) pairs of a qkv_rope_store block, a warp each
 
-// A warp per (row, head), kStoreWarps of them a block.
+// Every load of a (row, head) is issued at once into registers (the norm weights before the wait: no kernel writes
+// them); the arithmetic is that of one pass after another: the optional norm's sum of squares in d order per lane,
+// then the rotation. A warp per (row, head), kStoreWarps of them a block.
 __global__ void __launch_bounds__(kStoreWarps * 32)
     qkv_rope_store_kernel(const float* qkv, int rows, HeadShape shape, const float* q_norm, const float* k_norm,
                           float eps, const float* cos, const float* sin, PagedKv kv, float* q) {
   let_next_grid_start();
-  wait_for_previous_grid();
-  __shared__ float values[kStoreWarps][kMaxHeadDim];
   const int heads = shape.heads + shape.kv_heads, pair = blockIdx.x * kStoreWarps + threadIdx.x / 32;
   if (pair >= rows * heads) return;
-  float* v = values[threadIdx.x / 32];
   const int r = pair / heads, h = pair % heads, lane = threadIdx.x % 32;
   const int hd = shape.head_dim, half = hd / 2, kv_width = shape.kv_heads * hd;
   const bool is_q = h < shape.heads;
   const int g = h - shape.heads;
+  const float* norm = is_q ? q_norm : k_norm;
+  float w[kPerLane];
+  if (norm) load_lane_values(norm, hd, w);
+  wait_for_previous_grid();
+  __shared__ float values[kStoreWarps][kMaxHeadDim];
+  float* v = values[threadIdx.x / 32];
   const size_t row_width = size_t(shape.heads * hd + 2 * kv_width);
   const float* src = qkv + size_t(r) * row_width + (is_q ? size_t(h) * hd : size_t(shape.heads * hd + g * hd));
-  const float* norm = is_q ? q_norm : k_norm;
-  float inv = 1.0f;
-  if (norm) {
-    float s = 0.0f;
-    for (int d = lane; d < hd; d += 32) s = fmaf(src[d], src[d], s);
-    inv = 1.0f / sqrtf(warp_sum(s) / float(hd) + eps);
-  }
-  for (int d = lane; d < hd; d += 32) v[d] = norm ? norm[d] * (src[d] * inv) : src[d];
+  // The head's values, its rows' cos and sin, and (k heads) the values kv_width further on.
+  float x[kPerLane], c[kPerLane / 2], sn[kPerLane / 2], passed[kPerLane];
+  load_lane_values(src, hd, x);
+  load_lane_values(cos + size_t(r) * half, half, c);
+  load_lane_values(sin + size_t(r) * half, half, sn);
+  if (!is_q) load_lane_values(src + kv_width, hd, passed);
+  const size_t slot = is_q ? 0 : size_t(kv.row_slot[r]);
+  const float inv = norm ? 1.0f / sqrtf(warp_sum(lane_sum_squares(x, hd)) / float(hd) + eps) : 1.0f;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i)
+    if (lane + 32 * i < hd) v[lane + 32 * i] = norm ? w[i] * (x[i] * inv) : x[i];
   __syncwarp();
-  const float* c = cos + size_t(r) * half;
-  const float* s = sin + size_t(r) * half;
-  const size_t slot = size_t(kv.row_slot[r]);
-  for (int i = lane; i < half; i += 32) {
+  float* qo = is_q ? q + (size_t(r) * shape.heads + h) * hd : nullptr;
+  uint16_t* ko = is_q ? nullptr : kv.keys + slot * kv_width + size_t(g) * hd;
+#pragma unroll
+  for (int j = 0; j < kPerLane / 2; ++j) {
+    const int i = lane + 32 * j;
+    if (i >= half) break;
     const float a = v[i], b = v[i + half];
-    const float lo = a * c[i] - b * s[i], hi = b * c[i] + a * s[i];
+    const float lo = a * c[j] - b * sn[j], hi = b * c[j] + a * sn[j];
     if (is_q) {
-      float* out = q + (size_t(r) * shape.heads + h) * hd;
-      out[i] = lo;
-      out[i + half] = hi;
+      qo[i] = lo;
+      qo[i + half] = hi;
     } else {
-      uint16_t* out = kv.keys + slot * kv_width + size_t(g) * hd;
-      out[i] = f32_to_bf16_bits(lo);
-      out[i + half] = f32_to_bf16_bits(hi);
+      ko[i] = f32_to_bf16_bits(lo);
+      ko[i + half] = f32_to_bf16_bits(hi);
     }
   }
-  if (!is_q) {
-    const float* vs = src + kv_width;
-    uint16_t* out = kv.values + slot * kv_width + size_t(g) * hd;
-    for (int d = lane; d < hd; d += 32) out[d] = f32_to_bf16_bits(vs[d]);
-  }
+  if (is_q) return;
+  uint16_t* vo = kv.values + slot * kv_width + size_t(g) * hd;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i)
+    if (lane + 32 * i < hd) vo[lane + 32 * i] = f32_to_bf16_bits(passed[i]);
 }
 
 __global__ void plain_attention_kernel(const float* q, HeadShape shape, PagedKv kv, float scale, const float* gate,

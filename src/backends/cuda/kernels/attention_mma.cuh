@@ -53,8 +53,11 @@ struct Layout {
     const size_t kv = size_t(stages) * kStageElems * 2;
     return kQElems * 2 + (kv > kMergeBytes ? kv : kMergeBytes) + kRunBytes + kKeySlotBytes;
   }
-  // Stages that fit a CTA's shared memory (227 KB, less 1 KB for the static variables).
-  static constexpr bool fits(int stages) { return smem_bytes(stages) <= 226 * 1024; }
+  // CTAs a multiprocessor holds: two for prompt tiles in pairs at head_dim ≤ 128 (each with half the registers and
+  // shared memory), so one CTA's start and merge overlap the other's key blocks; else one.
+  static constexpr int kCtas = TILES == 2 && HD <= 128 && !DEEP ? 2 : 1;
+  // Stages that fit a CTA's share of shared memory (227 KB, less 1 KB a CTA for the static variables).
+  static constexpr bool fits(int stages) { return smem_bytes(stages) <= (227 / kCtas - 1) * 1024; }
   static constexpr int deepest() {
     int stages = 2;
     while (stages < 8 && fits(stages + 1)) ++stages;
@@ -332,7 +335,8 @@ __device__ __forceinline__ int settled_keys(const Params& p, int row, int table_
 }
 
 template <int HD, int TILES, bool DEEP>
-__global__ void __launch_bounds__(32 * kWarps * TILES) attention_kernel(Params p) {
+__global__ void __launch_bounds__(32 * kWarps * TILES, (Layout<HD, TILES, DEEP>::kCtas))
+    attention_kernel(Params p) {
   let_next_grid_start();
   using L = Layout<HD, TILES, DEEP>;
   FS_DYNAMIC_SHARED(uint16_t, smem);
@@ -517,14 +521,13 @@ void launch(float* q, int rows, int lone_rows, HeadShape shape, const PagedKv& k
   p.workers = 1;
   if (rows <= 64) return launch_row_ctas<HD>(p, 0, rows, stream);
   // Many rows (prefill): the lone rows first, 64 at most a launch, one per CTA (a 16-row tile would run them one
-  // after another); then tiles of consecutive rows sharing each key block (fewer for wide heads, whose accumulators
-  // need more registers per thread).
+  // after another); then two tiles a CTA of consecutive rows sharing each key block.
   const int lone = std::clamp(lone_rows, 0, rows);
   for (int r = 0; r < lone; r += 64) launch_row_ctas<HD>(p, r, std::min(lone, r + 64), stream);
   if (lone == rows) return;
   p.row0 = lone;
   p.rows = rows;
-  launch_tiles<HD, HD <= 128 ? 4 : 2>(p, stream);
+  launch_tiles<HD, 2>(p, stream);
 }
 
 }  // namespace fs::cuda::kernels::attention_mma
