@@ -14,6 +14,7 @@
 //                              decode step's all-reduces timed, the whole model's step on GPU 0 and the TP step
 //                              against its limit (TP = 1 step / N + the all-reduces)
 //        --gemm-rows 1,16,64|none   row counts of the GEMM table
+//        --gemm-shapes qkv,o,...   only these shapes of the GEMM table (default: all)
 //        bench_gpu --gemm-only [--gemm-rows ...]   the copy bandwidth and the GEMM table alone (no checkpoint)
 #include <algorithm>
 #include <chrono>
@@ -79,7 +80,7 @@ double copy_bandwidth() {
 // call and the rate of the bytes it must move (weights + inputs + outputs) and of its arithmetic, for `gemm` and
 // every variant, beside cuBLASLt on the same shape: each rate as a fraction of the copy bandwidth `bw` (floor) and
 // of cuBLASLt's. Weight buffers rotate so the L2 cache never holds them.
-void gemm_rates(const std::vector<int>& rows, double bw) {
+void gemm_rates(const std::vector<int>& rows, const std::vector<std::string>& only, double bw) {
   cuda::Device device(0);
   cuda::Stream stream;
   struct Shape {
@@ -133,6 +134,7 @@ void gemm_rates(const std::vector<int>& rows, double bw) {
   for (int m : rows)
     for (const Shape& s : shapes) {
       if (m > 64 && std::strcmp(s.name, "lm_head") == 0) continue;  // the lm head matters for decode rows only
+      if (!only.empty() && std::find(only.begin(), only.end(), s.name) == only.end()) continue;
       const auto peer_sec = peer.seconds(x.ptr, weights, y.ptr, m, s.n, s.k, m >= 2048 ? 8 : 40, stream.handle());
       if (peer_sec) print(s, m, *peer_sec, peer_sec, "cuBLASLt (bf16 in, f32 out, no split-K)");
       for (int v = -1; v < cuda::kernels::gemm_variants(); ++v) {
@@ -468,6 +470,16 @@ EngineRun engine_run(Model& model, int streams, const EngineLoad& load, std::FIL
 }
 
 // "1,16,64" → {1, 16, 64}; "none" → no GEMM table.
+std::vector<std::string> split_names(const std::string& list) {
+  std::vector<std::string> names;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    names.push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return names;
+}
+
 std::vector<int> parse_rows(const std::string& list) {
   std::vector<int> rows;
   if (list == "none") return rows;
@@ -490,6 +502,7 @@ int bench(int argc, char** argv) {
   std::string host_profile;  // where the host profile of the largest engine run goes (empty: none)
   std::string round_log;     // where the rounds of the largest engine run go (empty: none)
   std::vector<int> gemm_rows = {1, 16, 32, 64, 2048};
+  std::vector<std::string> gemm_shapes;
   for (size_t i = 0; i < args.size(); ++i) {
     auto next = [&] { return i + 1 < args.size() ? args[++i] : throw Error("missing value after " + args[i]); };
     if (args[i] == "--decode") decode = std::stoi(next());
@@ -505,6 +518,7 @@ int bench(int argc, char** argv) {
     else if (args[i] == "--layers") layers = std::stoi(next());
     else if (args[i] == "--tensor-parallel") tp = std::stoi(next());
     else if (args[i] == "--gemm-rows") gemm_rows = parse_rows(next());
+    else if (args[i] == "--gemm-shapes") gemm_shapes = split_names(next());
     else if (args[i] == "--gemm-only") gemm_only = true;
     else if (args[i] == "--rounds-only") rounds_only = true;
     else if (args[i] == "--host-profile") host_profile = next();
@@ -532,7 +546,7 @@ int bench(int argc, char** argv) {
   }
   const double bw = copy_bandwidth();
   std::printf("device copy bandwidth (read + write): %.0f GB/s\n", bw / 1e9);
-  if (!gemm_rows.empty()) gemm_rates(gemm_rows, bw);
+  if (!gemm_rows.empty()) gemm_rates(gemm_rows, gemm_shapes, bw);
   if (gemm_only) return 0;
   auto t = Clock::now();
   ModelConfig config;
