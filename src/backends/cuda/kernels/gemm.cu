@@ -54,6 +54,7 @@ constexpr Variant kVariants[] = {
     {"wgmma rows 64 s6 b2", true},            // 23: 33…64 rows, 89…255 tiles
     {"wgmma rows 64 s6 b2 x2", true},         // 24: 33…64 rows, up to 72 tiles
     {"wgmma rows 32 s6 b2 x2", true},         // 25: 9…32 rows, up to 72 tiles
+    {"wgmma rows 16 s6 w128 c256", true},     // 26: 9…16 rows, 256-column tiles filling their waves
 };
 // Each variant's launcher, in kVariants' order, for bf16 halves or (F16) f16 halves.
 template <bool F16>
@@ -84,6 +85,7 @@ constexpr Launcher kLaunchers[] = {
     launch_wgmma_rows<F16, 64, 6, 1, 1, 2>,
     launch_wgmma_rows<F16, 64, 6, 2, 1, 2>,
     launch_wgmma_rows<F16, 32, 6, 2, 1, 2>,
+    launch_wgmma_rows<F16, 16, 6, 1, 2, 1, 2>,
 };
 static_assert(std::size(kLaunchers<false>) == std::size(kVariants));
 
@@ -137,9 +139,9 @@ int pick_variant(int m, int n, int k) {
   // (above 8 rows reading 256 bytes of a weight row at a time); up to 96 tiles at 32 rows or fewer, and up to 255
   // above 32 rows, to one CTA a tile reading 256 or 512 bytes of a weight row at a time. Many tiles at 16 rows or
   // fewer go to tiles of 256 or 192 columns (one CTA a multiprocessor, bigger copies) when those fill two thirds of
-  // their waves. Slightly more tiles (73…88: a hidden size of 5120) go to 128-column tiles in clusters of 2 above 32
-  // rows, as do tiles whose persistent waves come out uneven: both halve a CTA's k and read the rows from L2 once per
-  // 128 columns.
+  // their waves; at 9…16 rows a 256-column tile has two consumer warpgroups. Slightly more tiles (73…88: a hidden
+  // size of 5120) go to 128-column tiles in clusters of 2 above 32 rows, as do tiles whose persistent waves come out
+  // uneven: both halve a CTA's k and read the rows from L2 once per 128 columns.
   const int tiles = (n + 63) / 64;
   const bool split = tiles <= 72, wide_split = !split && tiles <= 88, some = tiles <= 96;
   if (m > 64) return pick_many_rows(m, n);
@@ -156,7 +158,7 @@ int pick_variant(int m, int n, int k) {
   if (m <= 16) {
     if (split) return 25;
     if (some) return 17;
-    if (c256()) return 19;
+    if (c256()) return 26;
     if (c192()) return 18;
     return uneven_waves<WgmmaRows<32, 8, 1>>(tiles) ? 13 : 7;
   }
