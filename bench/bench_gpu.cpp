@@ -76,6 +76,30 @@ double copy_bandwidth() {
   return 2.0 * double(bytes) * reps / seconds_since(t);
 }
 
+struct GemmShape {
+  const char* name;
+  int n, k;
+};
+// The GEMM table's shapes. *27: Qwen3.5-27B's DeltaNet qkv|z|b|a and out, gate|up and down (hidden 5120, ffn 17408);
+// both gate|up shapes also run with the SwiGLU epilogue.
+constexpr GemmShape kGemmShapes[] = {{"qkv", 6144, 4096},       {"o", 4096, 4096},          {"gate_up", 28672, 4096},
+                                     {"down", 4096, 14336},     {"lm_head", 128256, 4096}, {"in27", 16480, 5120},
+                                     {"out27", 5120, 6144},     {"gate_up27", 34816, 5120}, {"down27", 5120, 17408}};
+
+// "qkv,o" → {"qkv", "o"}, each a shape of the table.
+std::vector<std::string> gemm_shape_names(const std::string& list) {
+  std::vector<std::string> names;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    names.push_back(list.substr(at, comma - at));
+    if (std::none_of(std::begin(kGemmShapes), std::end(kGemmShapes),
+                     [&](const GemmShape& s) { return names.back() == s.name; }))
+      throw Error("no GEMM shape named '" + names.back() + "'");
+    at = comma + 1;
+  }
+  return names;
+}
+
 // Shared GEMM on the decoder's shapes (hidden 4096, ffn 14336, 8 kv heads of 128, vocabulary 128256): time per
 // call and the rate of the bytes it must move (weights + inputs + outputs) and of its arithmetic, for `gemm` and
 // every variant, beside cuBLASLt on the same shape: each rate as a fraction of the copy bandwidth `bw` (floor) and
@@ -83,15 +107,6 @@ double copy_bandwidth() {
 void gemm_rates(const std::vector<int>& rows, const std::vector<std::string>& only, double bw) {
   cuda::Device device(0);
   cuda::Stream stream;
-  struct Shape {
-    const char* name;
-    int n, k;
-  };
-  // *27: Qwen3.5-27B's DeltaNet qkv|z|b|a and out, gate|up and down (hidden 5120, ffn 17408); both gate|up shapes also
-  // run with the SwiGLU epilogue.
-  const Shape shapes[] = {{"qkv", 6144, 4096},        {"o", 4096, 4096},        {"gate_up", 28672, 4096},
-                          {"down", 4096, 14336},      {"lm_head", 128256, 4096}, {"in27", 16480, 5120},
-                          {"out27", 5120, 6144},      {"gate_up27", 34816, 5120}, {"down27", 5120, 17408}};
   const int max_k = 17408;  // the longest k of the shapes
   const int copies = 4, max_m = std::max(2048, *std::max_element(rows.begin(), rows.end()));
   const size_t wbytes = size_t{128256} * 4096 * 2;
@@ -111,7 +126,7 @@ void gemm_rates(const std::vector<int>& rows, const std::vector<std::string>& on
   for (const auto& c : w) weights.push_back(c.ptr);
   std::printf("%8s %6s %10s %10s %10s %7s %9s  %s\n", "gemm", "m", "us", "GB/s", "TFLOP/s", "floor", "cuBLASLt",
               "variant");
-  auto print = [&](const Shape& s, int m, double sec, std::optional<double> peer_sec, const std::string& name,
+  auto print = [&](const GemmShape& s, int m, double sec, std::optional<double> peer_sec, const std::string& name,
                    bool swiglu = false) {
     const double bytes = 2.0 * s.n * s.k + 2.0 * m * s.k + (swiglu ? 1.0 : 4.0) * m * s.n;
     char of_peer[16] = "n/a";
@@ -132,7 +147,7 @@ void gemm_rates(const std::vector<int>& rows, const std::vector<std::string>& on
     return seconds_since(t) / reps;
   };
   for (int m : rows)
-    for (const Shape& s : shapes) {
+    for (const GemmShape& s : kGemmShapes) {
       if (m > 64 && std::strcmp(s.name, "lm_head") == 0) continue;  // the lm head matters for decode rows only
       if (!only.empty() && std::find(only.begin(), only.end(), s.name) == only.end()) continue;
       const auto peer_sec = peer.seconds(x.ptr, weights, y.ptr, m, s.n, s.k, m >= 2048 ? 8 : 40, stream.handle());
@@ -470,16 +485,6 @@ EngineRun engine_run(Model& model, int streams, const EngineLoad& load, std::FIL
 }
 
 // "1,16,64" → {1, 16, 64}; "none" → no GEMM table.
-std::vector<std::string> split_names(const std::string& list) {
-  std::vector<std::string> names;
-  for (size_t at = 0; at <= list.size();) {
-    const size_t comma = std::min(list.find(',', at), list.size());
-    names.push_back(list.substr(at, comma - at));
-    at = comma + 1;
-  }
-  return names;
-}
-
 std::vector<int> parse_rows(const std::string& list) {
   std::vector<int> rows;
   if (list == "none") return rows;
@@ -518,7 +523,7 @@ int bench(int argc, char** argv) {
     else if (args[i] == "--layers") layers = std::stoi(next());
     else if (args[i] == "--tensor-parallel") tp = std::stoi(next());
     else if (args[i] == "--gemm-rows") gemm_rows = parse_rows(next());
-    else if (args[i] == "--gemm-shapes") gemm_shapes = split_names(next());
+    else if (args[i] == "--gemm-shapes") gemm_shapes = gemm_shape_names(next());
     else if (args[i] == "--gemm-only") gemm_only = true;
     else if (args[i] == "--rounds-only") rounds_only = true;
     else if (args[i] == "--host-profile") host_profile = next();
