@@ -86,17 +86,24 @@ constexpr GemmShape kGemmShapes[] = {{"qkv", 6144, 4096},       {"o", 4096, 4096
                                      {"down", 4096, 14336},     {"lm_head", 128256, 4096}, {"in27", 16480, 5120},
                                      {"out27", 5120, 6144},     {"gate_up27", 34816, 5120}, {"down27", 5120, 17408}};
 
-// "qkv,o" → {"qkv", "o"}, each a shape of the table.
-std::vector<std::string> gemm_shape_names(const std::string& list) {
-  std::vector<std::string> names;
+// "a,b" → {"a", "b"}.
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> items;
   for (size_t at = 0; at <= list.size();) {
     const size_t comma = std::min(list.find(',', at), list.size());
-    names.push_back(list.substr(at, comma - at));
-    if (std::none_of(std::begin(kGemmShapes), std::end(kGemmShapes),
-                     [&](const GemmShape& s) { return names.back() == s.name; }))
-      throw Error("no GEMM shape named '" + names.back() + "'");
+    items.push_back(list.substr(at, comma - at));
     at = comma + 1;
   }
+  return items;
+}
+
+// "qkv,o" → {"qkv", "o"}, each a shape of the table.
+std::vector<std::string> gemm_shape_names(const std::string& list) {
+  std::vector<std::string> names = split_commas(list);
+  for (const std::string& name : names)
+    if (std::none_of(std::begin(kGemmShapes), std::end(kGemmShapes),
+                     [&](const GemmShape& s) { return name == s.name; }))
+      throw Error("no GEMM shape named '" + name + "'");
   return names;
 }
 
@@ -488,13 +495,7 @@ EngineRun engine_run(Model& model, int streams, const EngineLoad& load, std::FIL
 std::vector<int> parse_rows(const std::string& list) {
   std::vector<int> rows;
   if (list == "none") return rows;
-  size_t at = 0;
-  while (at <= list.size()) {
-    size_t comma = list.find(',', at);
-    if (comma == std::string::npos) comma = list.size();
-    rows.push_back(std::stoi(list.substr(at, comma - at)));
-    at = comma + 1;
-  }
+  for (const std::string& item : split_commas(list)) rows.push_back(std::stoi(item));
   return rows;
 }
 
