@@ -23,6 +23,7 @@
 #include "backends/cuda/host/device.h"
 #include "backends/cuda/host/device_arena.h"
 #include "backends/cuda/host/stream.h"
+#include "backends/cuda/kernels/fill_ops.h"
 #include "backends/cuda/kernels/ops.h"
 
 namespace fs {
@@ -44,7 +45,8 @@ struct Bench {
   size_t pages = 0;
   k::AttentionSplit split;
 
-  // A pool of `pages` pages, q and out for `rows` rows; bf16 0x3c3c ≈ 0.0115 everywhere.
+  // A pool of `pages` pages, q and out for `rows` rows; keys, values and q uniform in [-1, 1), so the scores differ
+  // and a row's running maximum moves as on real data (constant inputs would settle it after one block).
   Bench(size_t pool_pages, int rows) : pages(pool_pages) {
     const size_t kv_bytes = pages * kPageTokens * kKvHeads * kHeadDim * 2;
     keys = reinterpret_cast<uint16_t*>(arena.allocate(kv_bytes, "keys").ptr);
@@ -59,8 +61,9 @@ struct Bench {
     const auto counters = arena.allocate(64 * kHeads * 4, "arrival counters");
     split.counters = reinterpret_cast<int32_t*>(counters.ptr);
     FS_CU(memset_d8_async, counters.ptr, 0, 64 * kHeads * 4, stream.handle());
-    for (auto [p, n] : {std::pair{(void*)keys, kv_bytes}, {(void*)values, kv_bytes}, {(void*)q, q_elems * 4}})
-      FS_CU(memset_d8_async, cuda::CUdeviceptr(reinterpret_cast<uintptr_t>(p)), 0x3c, n, stream.handle());
+    k::fill_uniform_bf16(keys, kv_bytes / 2, 1, 1.0f, 0.0f, stream.handle());
+    k::fill_uniform_bf16(values, kv_bytes / 2, 2, 1.0f, 0.0f, stream.handle());
+    k::fill_uniform_f32(q, q_elems, 3, 1.0f, 0.0f, stream.handle());
     stream.synchronize();
   }
 
