@@ -47,6 +47,7 @@
 #include "backends/cuda/host/round_collectives.h"
 #include "backends/cuda/host/stream.h"
 #include "backends/cuda/kernels/cuda_model.h"
+#include "backends/cuda/kernels/fill_ops.h"
 #include "backends/cuda/kernels/tensor_parallel_model.h"
 #include "backends/cuda/kernels/ops.h"
 #include "gemm_peer.h"
@@ -110,7 +111,8 @@ std::vector<std::string> gemm_shape_names(const std::string& list) {
 // Shared GEMM on the decoder's shapes (hidden 4096, ffn 14336, 8 kv heads of 128, vocabulary 128256): time per
 // call and the rate of the bytes it must move (weights + inputs + outputs) and of its arithmetic, for `gemm` and
 // every variant, beside cuBLASLt on the same shape: each rate as a fraction of the copy bandwidth `bw` (floor) and
-// of cuBLASLt's. Weight buffers rotate so the L2 cache never holds them.
+// of cuBLASLt's. Weight buffers rotate so the L2 cache never holds them; weights and inputs are random, as a model's
+// are (constant operands flip fewer bits in the tensor cores and draw less power).
 void gemm_rates(const std::vector<int>& rows, const std::vector<std::string>& only, double bw) {
   cuda::Device device(0);
   cuda::Stream stream;
@@ -119,15 +121,15 @@ void gemm_rates(const std::vector<int>& rows, const std::vector<std::string>& on
   const size_t wbytes = size_t{128256} * 4096 * 2;
   cuda::DeviceArena arena(copies * wbytes + size_t(max_m) * max_k * 2 + size_t(max_m) * 128256 * 4 + 65536,
                           "gemm benchmark");
+  auto ptr = [](const cuda::DeviceSpan& s) { return reinterpret_cast<uint16_t*>(s.ptr); };
   std::vector<cuda::DeviceSpan> w;
   for (int i = 0; i < copies; ++i) {
     w.push_back(arena.allocate(wbytes, "weights"));
-    FS_CU(memset_d8_async, w.back().ptr, 0x3c + i, wbytes, stream.handle());
+    cuda::kernels::fill_uniform_bf16(ptr(w.back()), wbytes / 2, 10 + uint64_t(i), 0.05f, 0.0f, stream.handle());
   }
   auto x = arena.allocate(size_t(max_m) * max_k * 2, "inputs");
   auto y = arena.allocate(size_t(max_m) * 128256 * 4, "outputs");
-  FS_CU(memset_d8_async, x.ptr, 0x3b, size_t(max_m) * max_k * 2, stream.handle());
-  auto ptr = [](const cuda::DeviceSpan& s) { return reinterpret_cast<uint16_t*>(s.ptr); };
+  cuda::kernels::fill_uniform_bf16(ptr(x), size_t(max_m) * max_k, 9, 1.0f, 0.0f, stream.handle());
   GemmPeer peer;
   std::vector<cuda::CUdeviceptr> weights;
   for (const auto& c : w) weights.push_back(c.ptr);
