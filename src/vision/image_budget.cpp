@@ -32,9 +32,14 @@ TowerSpeed measure_tower_speed(VisionEncoder& encoder, double min_seconds, int64
     px.patch_dim = c.patch_dim();
     px.values.resize(size_t(px.grid.patches()) * size_t(px.patch_dim));
     for (size_t i = 0; i < px.values.size(); ++i) px.values[i] = float(int(i % 251) - 125) / 125.0f;
-    const auto start = std::chrono::steady_clock::now();
-    encoder.encode(px);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    auto timed = [&] {
+      const auto start = std::chrono::steady_clock::now();
+      encoder.encode(px);
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+    double seconds = timed();
+    // A long encode may be the machine's other work stalling a small one: keep the fastest of three.
+    for (int again = 0; again < 2 && seconds >= min_seconds; ++again) seconds = std::min(seconds, timed());
     speed.patches = px.grid.patches();
     speed.seconds = std::max(seconds, 1e-6);
     speed.flops_per_second = tower_flops(c, speed.patches) / speed.seconds;

@@ -21,7 +21,8 @@ struct TowerSpeed {
 };
 
 // Encodes synthetic square images, each about twice the patches of the one before, until one takes at least
-// `min_seconds` or reaches `max_patches`; the speed is that last image's.
+// `min_seconds` (the fastest of three encodes, so a stall from other work does not end it early) or reaches
+// `max_patches`; the speed is that last image's.
 TowerSpeed measure_tower_speed(VisionEncoder& encoder, double min_seconds, int64_t max_patches);
 
 // The largest patch count (whole merge units, at most `cap`) whose encode takes at most `seconds` at `speed`.

@@ -1,6 +1,6 @@
 // Image work off the round loop: the scheduler runs jobs in order on its own pool, returns their errors, drops a
 // queued job and stops a running one when its caller gives up; the CPU tower stops mid-encode on its flag; the
-// admitted image size follows the FLOP count and the measured speed.
+// admitted image size follows the FLOP count and the measured speed, which a stalled calibration encode does not skew.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -118,6 +118,47 @@ TEST(ImageBudget, AdmitsTheLargestImageWithinTheTimeAtTheMeasuredSpeed) {
   EXPECT_GT(tower_flops(c, 4096), 4 * tower_flops(c, 1024));
   budget.max_seconds = 0;
   EXPECT_EQ(ScheduledVisionEncoder(device, budget).admitted_patches(), cap);
+}
+
+// Encodes that take a fixed time per FLOP, the first one stalled as if other work held the machine.
+class StallingEncoder : public VisionEncoder {
+ public:
+  StallingEncoder(const VisionTowerConfig& c, double flops_per_second, double stall_seconds)
+      : config_(c), flops_per_second_(flops_per_second), stall_seconds_(stall_seconds) {}
+  const VisionTowerConfig& config() const override { return config_; }
+  std::vector<float> encode(const PixelPatches& px) override {
+    double seconds = tower_flops(config_, px.grid.patches()) / flops_per_second_;
+    if (encodes_++ == 0) seconds += stall_seconds_;
+    std::this_thread::sleep_for(duration<double>(seconds));
+    return {};
+  }
+  size_t weight_bytes() const override { return 0; }
+  const char* device_name() const override { return "stalling test"; }
+  std::vector<std::string> budget_lines() const override { return {}; }
+  VisionEncoderStats stats() const override { return {}; }
+
+ private:
+  VisionTowerConfig config_;
+  double flops_per_second_, stall_seconds_;
+  int encodes_ = 0;
+};
+
+TEST(ImageBudget, AStalledFirstEncodeDoesNotEndTheCalibration) {
+  VisionTowerConfig c;
+  c.depth = 2;
+  c.hidden_size = 64;
+  c.intermediate_size = 128;
+  c.num_heads = 4;
+  c.out_hidden_size = 64;
+  // 48×48 patches take 40 ms at this speed; the first image (4×4 patches) stalls for 200 ms.
+  const double rate = tower_flops(c, 48 * 48) / 0.04;
+  StallingEncoder encoder(c, rate, 0.2);
+  const TowerSpeed speed = measure_tower_speed(encoder, 0.03, int64_t(1) << 20);
+  EXPECT_GT(speed.patches, 16 * 16);
+  // Sleeps only run long, so the measured speed is at most the true one; a stalled 16-patch image would put it
+  // thousands of times lower.
+  EXPECT_LE(speed.flops_per_second, rate * 1.001);
+  EXPECT_GT(speed.flops_per_second, rate / 3);
 }
 
 }  // namespace
