@@ -140,11 +140,10 @@ __global__ void __launch_bounds__(L::kThreads, TILE > 1 ? 1 : 4)
   int tap_row = tap < tap_end ? batch.taps[tap].after_rows : -1;  // rows before the next snapshot
   stage_tile<R, W, TILE, L>(smem.tiles[0], conv, b, a, ab_stride, d, s.first_row, min(TILE, s.rows), h, column0);
   ptx::copy_commit();
-  // Token t's decayed state · k (`mem`) comes from the pass that finished token t − 1 when both are in this tile
-  // and no snapshot falls between them; each product and sum is the same either way. Rows past key_dim hold zero
-  // state and zero q and k, so they add exact zeros.
-  float mem[kC];
-  // This lane's rows of a token's q or k in shared memory (`rows`: this lane's first), into registers.
+  // A token's arithmetic, the same wherever it falls in a call: the column sums of state · k (this lane's part in
+  // four interleaved sums over its rows) scaled by the token's decay are `mem`, δ = (v − mem) · β, the state
+  // becomes decay · state + k ⊗ δ, and its output terms are the lanes' parts of state · q. Rows past key_dim hold
+  // zero state and zero q and k, so they add exact zeros.
   auto load_rows = [&](const float* rows, float (&dst)[R]) {
     const float4* p = reinterpret_cast<const float4*>(rows);
 #pragma unroll
@@ -152,6 +151,20 @@ __global__ void __launch_bounds__(L::kThreads, TILE > 1 ? 1 : 4)
       const float4 v = p[m4];
       dst[4 * m4] = v.x, dst[4 * m4 + 1] = v.y, dst[4 * m4 + 2] = v.z, dst[4 * m4 + 3] = v.w;
     }
+  };
+  // This lane's part of the state · x for each of its columns.
+  auto dot = [&](const float (&x)[R], float (&dst)[kC]) {
+    float part[kC][4];
+#pragma unroll
+    for (int c = 0; c < kC; ++c)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) part[c][j] = S[c][j] * x[j];
+#pragma unroll
+    for (int m = 4; m < R; ++m)
+#pragma unroll
+      for (int c = 0; c < kC; ++c) part[c][m % 4] = fmaf(S[c][m], x[m], part[c][m % 4]);
+#pragma unroll
+    for (int c = 0; c < kC; ++c) dst[c] = (part[c][0] + part[c][1]) + (part[c][2] + part[c][3]);
   };
   for (int base = 0, buf = 0; base < s.rows; base += TILE, buf ^= 1) {
     const int n = min(TILE, s.rows - base);
@@ -171,76 +184,56 @@ __global__ void __launch_bounds__(L::kThreads, TILE > 1 ? 1 : 4)
     // Lane t of each warp: token t's β and decay.
     const float beta_at = lane < n ? sigmoid(tile.b[lane]) : 0.0f;
     const float decay_at = lane < n ? expf(-A * softplus(tile.a[lane] + bias)) : 0.0f;
-    // Decays the state by `decay` and sets `mem` to the decayed state · the k rows at `rows`: the start of a token
-    // whose previous token did not compute it (the tile's first, or the one after a snapshot).
-    auto decay_and_project = [&](float decay, const float* rows) {
-      float k[R];
-      load_rows(rows, k);
-#pragma unroll
-      for (int c = 0; c < kC; ++c) {
-        mem[c] = 0.0f;
-#pragma unroll
-        for (int m = 0; m < R; ++m) {
-          S[c][m] *= decay;
-          mem[c] = fmaf(S[c][m], k[m], mem[c]);
-        }
-      }
-    };
-    // Token t's update: its δ from `mem`, then the state += k ⊗ δ; its q rows into `q`.
-    auto update = [&](int t, float (&q)[R]) {
-      float k[R];
-      load_rows(k_rows + t * Rows::kRowFloats, k);
-      const float beta = __shfl_sync(0xffffffffu, beta_at, t);
-      float delta[kC];
-#pragma unroll
-      for (int c = 0; c < kC; ++c)
-        delta[c] = (values[t * kColumnsPerBlock + c * kColumnStride] - column_sum(mem[c])) * beta;
-      load_rows(q_rows + t * Rows::kRowFloats, q);
-#pragma unroll
-      for (int m = 0; m < R; ++m)
-#pragma unroll
-        for (int c = 0; c < kC; ++c) S[c][m] = fmaf(k[m], delta[c], S[c][m]);
-    };
-    decay_and_project(__shfl_sync(0xffffffffu, decay_at, 0), k_rows);
-    for (int t = 0; t < n; ++t) {
-      // Tokens before `last` (the tile's last, or one a snapshot follows) also start the next token.
-      const int tap_at = tap_row - base - 1, last = tap_at >= t && tap_at < n - 1 ? tap_at : n - 1;
-      for (; t < last; ++t) {
-        float q[R], next_k[R], o[kC], next[kC];
-        update(t, q);
-        const float next_decay = __shfl_sync(0xffffffffu, decay_at, t + 1);
-        load_rows(k_rows + (t + 1) * Rows::kRowFloats, next_k);
-#pragma unroll
-        for (int c = 0; c < kC; ++c) o[c] = next[c] = 0.0f;
-        // This token's output, the next token's decay and its state · k: row m's output term and decay go beside
-        // row m − 1's next-token term, so no product waits on the one before it; each sum runs over the rows in
-        // order.
-#pragma unroll
-        for (int m = 0; m <= R; ++m) {
-#pragma unroll
-          for (int c = 0; c < kC && m < R; ++c) o[c] = fmaf(S[c][m], q[m], o[c]);
-#pragma unroll
-          for (int c = 0; c < kC && m < R; ++c) S[c][m] *= next_decay;
-#pragma unroll
-          for (int c = 0; c < kC && m > 0; ++c) next[c] = fmaf(S[c][m - 1], next_k[m - 1], next[c]);
-        }
-#pragma unroll
-        for (int c = 0; c < kC; ++c) {
-          mem[c] = next[c];
-          terms[(t * kC + c) * kThreads] = o[c];
-        }
-      }
-      // Token `last`: its output alone, the snapshots after it, then the next token's start.
+    // Token t's output terms from the state it left.
+    auto store_output = [&](int t) {
       float q[R], o[kC];
-      update(t, q);
-#pragma unroll
-      for (int c = 0; c < kC; ++c) o[c] = 0.0f;
-#pragma unroll
-      for (int m = 0; m < R; ++m)
-#pragma unroll
-        for (int c = 0; c < kC; ++c) o[c] = fmaf(S[c][m], q[m], o[c]);
+      load_rows(q_rows + t * Rows::kRowFloats, q);
+      dot(q, o);
 #pragma unroll
       for (int c = 0; c < kC; ++c) terms[(t * kC + c) * kThreads] = o[c];
+    };
+    // Token t's step with its k rows in `k`; it loads the next token's k rows (the tile's last row at its end)
+    // into `next_k` before its own products, so they are in when that token starts. In tiles of several tokens the
+    // previous token's output terms are (re)computed while the column sums travel between lanes, with no branch:
+    // from the same state they are the same bits, and at the tile's first token the terms stored in token 0's
+    // place are overwritten once it is done.
+    auto step = [&](int t, const float (&k)[R], float (&next_k)[R]) {
+      float q[R], part[kC], sum[kC], delta[kC], o[kC];
+      const int before = max(t - 1, 0);
+      if constexpr (TILE > 1) {
+        load_rows(q_rows + before * Rows::kRowFloats, q);
+        load_rows(k_rows + min(t + 1, n - 1) * Rows::kRowFloats, next_k);
+      }
+      dot(k, part);
+#pragma unroll
+      for (int c = 0; c < kC; ++c) sum[c] = column_sum(part[c]);
+      if constexpr (TILE > 1) {
+        dot(q, o);
+#pragma unroll
+        for (int c = 0; c < kC; ++c) terms[(before * kC + c) * kThreads] = o[c];
+      }
+      const float beta = __shfl_sync(0xffffffffu, beta_at, t), decay = __shfl_sync(0xffffffffu, decay_at, t);
+#pragma unroll
+      for (int c = 0; c < kC; ++c)
+        delta[c] = fmaf(-decay, sum[c], values[t * kColumnsPerBlock + c * kColumnStride]) * beta;
+#pragma unroll
+      for (int m = 0; m < R; ++m)
+#pragma unroll
+        for (int c = 0; c < kC; ++c) S[c][m] = fmaf(k[m], delta[c], S[c][m] * decay);
+    };
+    // Runs of tokens, each ending at the tile's last token or at one a snapshot follows; two k buffers take
+    // turns, so no token's rows are copied between registers.
+    for (int t = 0; t < n; ++t) {
+      const int tap_at = tap_row - base - 1, last = tap_at >= t && tap_at < n - 1 ? tap_at : n - 1;
+      float k0[R], k1[R];
+      load_rows(k_rows + t * Rows::kRowFloats, k0);
+      for (;;) {
+        step(t, k0, k1);
+        if (++t > last) break;
+        step(t, k1, k0);
+        if (++t > last) break;
+      }
+      store_output(--t);
       for (; tap_row == base + t + 1; tap_row = tap < tap_end ? batch.taps[tap].after_rows : -1) {
         float* copy = batch.snapshots + batch.taps[tap++].dest + head_offset;
 #pragma unroll
@@ -249,9 +242,8 @@ __global__ void __launch_bounds__(L::kThreads, TILE > 1 ? 1 : 4)
           for (int m = 0; m < R; ++m)
             if (holds(c, m)) copy[at(c, m)] = S[c][m];
       }
-      if (t + 1 < n)
-        decay_and_project(__shfl_sync(0xffffffffu, decay_at, t + 1), k_rows + (t + 1) * Rows::kRowFloats);
     }
+
     // The tile's outputs of this warp's columns: each the sum of its four lanes' terms, paired as column_sum pairs
     // them. A lane sums one column's terms every kPassTokens tokens; all are read (past the tile's last token they
     // are unused) before any is stored, so the reads overlap.
