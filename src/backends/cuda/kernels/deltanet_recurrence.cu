@@ -140,10 +140,10 @@ __global__ void __launch_bounds__(L::kThreads, TILE > 1 ? 1 : 4)
   int tap_row = tap < tap_end ? batch.taps[tap].after_rows : -1;  // rows before the next snapshot
   stage_tile<R, W, TILE, L>(smem.tiles[0], conv, b, a, ab_stride, d, s.first_row, min(TILE, s.rows), h, column0);
   ptx::copy_commit();
-  // A token's arithmetic, the same wherever it falls in a call: the column sums of state · k (this lane's part in
-  // four interleaved sums over its rows) scaled by the token's decay are `mem`, δ = (v − mem) · β, the state
-  // becomes decay · state + k ⊗ δ, and its output terms are the lanes' parts of state · q. Rows past key_dim hold
-  // zero state and zero q and k, so they add exact zeros.
+  // A token's arithmetic, the same wherever it falls in a call: with `sum` the column sum of state · k (this lane's
+  // part in four interleaved sums over its rows), δ = (v − decay · sum) · β, the state becomes decay · state + k ⊗ δ,
+  // and its output terms are the lanes' parts of state · q. Rows past key_dim hold zero state and zero q and k, so
+  // they add exact zeros.
   auto load_rows = [&](const float* rows, float (&dst)[R]) {
     const float4* p = reinterpret_cast<const float4*>(rows);
 #pragma unroll
@@ -184,13 +184,18 @@ __global__ void __launch_bounds__(L::kThreads, TILE > 1 ? 1 : 4)
     // Lane t of each warp: token t's β and decay.
     const float beta_at = lane < n ? sigmoid(tile.b[lane]) : 0.0f;
     const float decay_at = lane < n ? expf(-A * softplus(tile.a[lane] + bias)) : 0.0f;
-    // Token t's output terms from the state it left.
-    auto store_output = [&](int t) {
-      float q[R], o[kC];
-      load_rows(q_rows + t * Rows::kRowFloats, q);
+    // Token t's output terms from its q rows `q` and the state it left.
+    auto write_terms = [&](int t, const float (&q)[R]) {
+      float o[kC];
       dot(q, o);
 #pragma unroll
       for (int c = 0; c < kC; ++c) terms[(t * kC + c) * kThreads] = o[c];
+    };
+    // The same, loading token t's q rows.
+    auto store_output = [&](int t) {
+      float q[R];
+      load_rows(q_rows + t * Rows::kRowFloats, q);
+      write_terms(t, q);
     };
     // Token t's step with its k rows in `k`; it loads the next token's k rows (the tile's last row at its end)
     // into `next_k` before its own products, so they are in when that token starts. In tiles of several tokens the
@@ -198,7 +203,7 @@ __global__ void __launch_bounds__(L::kThreads, TILE > 1 ? 1 : 4)
     // from the same state they are the same bits, and at the tile's first token the terms stored in token 0's
     // place are overwritten once it is done.
     auto step = [&](int t, const float (&k)[R], float (&next_k)[R]) {
-      float q[R], part[kC], sum[kC], delta[kC], o[kC];
+      float q[R], part[kC], sum[kC], delta[kC];
       const int before = max(t - 1, 0);
       if constexpr (TILE > 1) {
         load_rows(q_rows + before * Rows::kRowFloats, q);
@@ -207,11 +212,7 @@ __global__ void __launch_bounds__(L::kThreads, TILE > 1 ? 1 : 4)
       dot(k, part);
 #pragma unroll
       for (int c = 0; c < kC; ++c) sum[c] = column_sum(part[c]);
-      if constexpr (TILE > 1) {
-        dot(q, o);
-#pragma unroll
-        for (int c = 0; c < kC; ++c) terms[(before * kC + c) * kThreads] = o[c];
-      }
+      if constexpr (TILE > 1) write_terms(before, q);
       const float beta = __shfl_sync(0xffffffffu, beta_at, t), decay = __shfl_sync(0xffffffffu, decay_at, t);
 #pragma unroll
       for (int c = 0; c < kC; ++c)
@@ -243,7 +244,6 @@ __global__ void __launch_bounds__(L::kThreads, TILE > 1 ? 1 : 4)
             if (holds(c, m)) copy[at(c, m)] = S[c][m];
       }
     }
-
     // The tile's outputs of this warp's columns: each the sum of its four lanes' terms, paired as column_sum pairs
     // them. A lane sums one column's terms every kPassTokens tokens; all are read (past the tile's last token they
     // are unused) before any is stored, so the reads overlap.
