@@ -370,14 +370,15 @@ TEST(CudaDeltaNet, ChunkedEqualsWholeBitForBit) {
       Gpu gpu;
       const Layer l = random_layer(rng, c.key_heads, c.group, c.key_dim, c.value_dim);
       const int W = l.width(), C = l.shape.conv_channels(), V = l.shape.value_channels();
-      const auto fused = random_floats(rng, size_t(17) * W);
+      const auto fused = random_floats(rng, size_t(47) * W);
       const auto states = random_states(rng, l, 1);
       GpuLayer whole_layer(gpu, l, states, 3);
-      const Outputs whole = whole_layer.run(fused, {{17, fresh, {1, 9, 17}}});
-      // Rows 1 + 16 in two calls through the same state slot; the taps move with their rows.
+      const Outputs whole = whole_layer.run(fused, {{47, fresh, {1, 9, 47}}});
+      // Rows 1 + 46 (a token tile and part of another) in two calls through the same state slot; the taps move with
+      // their rows.
       GpuLayer chunked(gpu, l, states, 3);
       const Outputs first = chunked.run(columns(fused, W, 0, 1, 0, W), {{1, fresh, {1}}});
-      const Outputs rest = chunked.run(columns(fused, W, 1, 16, 0, W), {{16, false, {8, 16}}}, 0, 1);
+      const Outputs rest = chunked.run(columns(fused, W, 1, 46, 0, W), {{46, false, {8, 46}}}, 0, 1);
       EXPECT_TRUE(same_bits(head(whole.conv, size_t(C)), first.conv));
       EXPECT_TRUE(same_bits(tail_from(whole.conv, size_t(C)), rest.conv));
       EXPECT_TRUE(same_bits(head(whole.core, size_t(V)), first.core));
