@@ -6,6 +6,8 @@
 // Usage: bench_deltanet [--reps N] [--shape 27b|2b|both]
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <utility>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -41,7 +43,8 @@ struct Bench {
   cuda::Stream stream;
   cuda::DeviceArena arena;
   int W = 0;  // fused projection width: qkv | z | b | a
-  float *fused = nullptr, *conv = nullptr, *core = nullptr, *weight = nullptr, *a_log = nullptr, *dt_bias = nullptr;
+  float *fused = nullptr, *conv = nullptr, *core = nullptr, *core2 = nullptr, *prep = nullptr, *weight = nullptr;
+  float *a_log = nullptr, *dt_bias = nullptr;
   float *norm = nullptr, *states = nullptr;
   uint16_t* normed = nullptr;
   k::DeltaNetSeq* seqs = nullptr;
@@ -49,13 +52,15 @@ struct Bench {
   Bench(const DeltaNetShape& shape, int max_rows, int max_seqs)
       : sh(shape),
         arena(size_t(max_rows) * (shape.conv_channels() * 2 + shape.value_channels() * 3 + 2 * shape.value_heads) * 4 +
-                  size_t(max_seqs) * shape.state_floats() * 4 + (size_t{64} << 20),
+                  size_t(max_seqs) * shape.state_floats() * 4 + (size_t{96} << 20),
               "deltanet benchmark") {
     W = sh.conv_channels() + sh.value_channels() + 2 * sh.value_heads;
     auto floats = [&](size_t n, const char* what) { return reinterpret_cast<float*>(arena.allocate(n * 4, what).ptr); };
     fused = floats(size_t(max_rows) * W, "fused projections");
     conv = floats(size_t(max_rows) * sh.conv_channels(), "conv out");
     core = floats(size_t(max_rows) * sh.value_channels(), "recurrence out");
+    core2 = floats(size_t(max_rows) * sh.value_channels(), "chunked recurrence out");
+    prep = floats(k::deltanet_chunked_prep_floats(max_rows, sh), "chunked recurrence scratch");
     normed = reinterpret_cast<uint16_t*>(arena.allocate(size_t(max_rows) * sh.value_channels() * 2, "normed").ptr);
     weight = floats(size_t(sh.conv_channels()) * sh.conv_kernel, "conv weight");
     a_log = floats(size_t(sh.value_heads), "a_log");
@@ -92,6 +97,20 @@ struct Bench {
     Sha256 sha;
     sha.update(host.data(), n * 4);
     return Sha256::hex(sha.finish()).substr(0, 16);
+  }
+
+  // rel L2 and max |x − y| of `n` floats, y the reference.
+  std::pair<double, double> compare(const float* x, const float* y, size_t n) {
+    std::vector<float> hx(n), hy(n);
+    FS_CU(memcpy_dtoh_async, hx.data(), cuda::CUdeviceptr(reinterpret_cast<uintptr_t>(x)), n * 4, stream.handle());
+    FS_CU(memcpy_dtoh_async, hy.data(), cuda::CUdeviceptr(reinterpret_cast<uintptr_t>(y)), n * 4, stream.handle());
+    stream.synchronize();
+    double num = 0, den = 0, mx = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double e = double(hx[i]) - double(hy[i]);
+      num += e * e, den += double(hy[i]) * hy[i], mx = std::max(mx, std::abs(e));
+    }
+    return {std::sqrt(num / std::max(den, 1e-300)), mx};
   }
 
   // Mean seconds per call of `step` over `reps` calls after two warm-ups.
@@ -135,6 +154,21 @@ void run_shape(const Shape& shape, int reps) {
     });
     std::printf("%-6d %6d %10s %10.1f %14.1f %10.1f %12.2f %18s\n", c.seqs, c.rows, c.what, conv_s * 1e6,
                 rec_s * 1e6, norm_s * 1e6, T / (rec_s * 1e6), bits.c_str());
+    if (c.rows % 16 == 0)
+      for (bool one_pass : {false, true}) {
+        auto chunked = [&](int parts) {
+          return b.time(reps, [&] {
+            k::deltanet_recurrence_chunked(b.conv, T, ba, ba + sh.value_heads, b.W, b.a_log, b.dt_bias, sh, batch,
+                                           b.prep, b.core2, one_pass, parts, st);
+          });
+        };
+        const double prep_s = chunked(1), state_s = chunked(2), chunk_s = chunked(3);
+        const auto [rel, mx] = b.compare(b.core2, b.core, size_t(T) * sh.value_channels());
+        std::printf("  chunked on tensor cores (%s): %.1f us (prep %.1f, state %.1f), rel L2 %.3g, max abs %.3g "
+                    "against the token loop\n",
+                    one_pass ? "one TF32 pass" : "three TF32 passes", chunk_s * 1e6, prep_s * 1e6, state_s * 1e6,
+                    rel, mx);
+      }
   }
 }
 

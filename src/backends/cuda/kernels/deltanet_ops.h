@@ -56,6 +56,15 @@ void deltanet_recurrence(const float* conv, int T, const float* b, const float* 
                          const float* dt_bias, const DeltaNetShape& shape, const DeltaNetBatch& batch, float* out,
                          void* stream);
 
+// Prototype: deltanet_recurrence in chunks of 16 rows from each sequence's first row on tensor cores (three TF32
+// products a pair unless one_pass); key_dim 128, value_dim and every sequence's rows multiples of 16, no taps.
+// `prep` holds deltanet_chunked_prep_floats(T, shape) floats of scratch; parts: 1 its kernel, 2 the state's, 3 both.
+void deltanet_recurrence_chunked(const float* conv, int T, const float* b, const float* a, int ab_stride,
+                                 const float* a_log, const float* dt_bias, const DeltaNetShape& shape,
+                                 const DeltaNetBatch& batch, float* prep, float* out, bool one_pass, int parts,
+                                 void* stream);
+size_t deltanet_chunked_prep_floats(int T, const DeltaNetShape& shape);
+
 // Per row and value head: RMSNorm of core [T, value_channels] over value_dim (plain weight `norm`, shape.eps) ×
 // SiLU(z[r·z_stride + channel]) → bf16 out [T, value_channels].
 void deltanet_gated_norm(const float* core, const float* z, int z_stride, const float* norm, int T,
