@@ -128,7 +128,7 @@ class GpuLayer {
   // result of the one before), else the kernels' own outputs.
   Outputs run(const std::vector<float>& fused, const std::vector<SeqSpec>& seqs, int first_slot = 0,
               int first_snapshot = 0, const std::vector<float>* conv_in = nullptr,
-              const std::vector<float>* core_in = nullptr) {
+              const std::vector<float>* core_in = nullptr, bool chunked = false) {
     const DeltaNetShape& s = l_.shape;
     const int T = total_rows(seqs), C = s.conv_channels(), V = s.value_channels(), W = l_.width();
     const k::DeltaNetBatch batch = upload_batch(seqs, first_slot, first_snapshot);
@@ -141,8 +141,13 @@ class GpuLayer {
     o.conv = gpu_.download(conv, size_t(T) * C);  // before its q and k are normalised in place
     float* recurrence_in = conv_in ? gpu_.upload(*conv_in) : conv;
     k::deltanet_normalize(recurrence_in, T, s, gpu_.stream());
-    k::deltanet_recurrence(recurrence_in, T, in + l_.b_at(), in + l_.a_at(), W, a_log_, dt_bias_, s, batch, core,
-                           gpu_.stream());
+    if (chunked)
+      k::deltanet_recurrence_chunked(recurrence_in, T, in + l_.b_at(), in + l_.a_at(), W, a_log_, dt_bias_, s, batch,
+                                     gpu_.poisoned<float>(k::deltanet_chunked_prep_floats(T, s)), core, false, 3,
+                                     gpu_.stream());
+    else
+      k::deltanet_recurrence(recurrence_in, T, in + l_.b_at(), in + l_.a_at(), W, a_log_, dt_bias_, s, batch, core,
+                             gpu_.stream());
     k::deltanet_gated_norm(core_in ? gpu_.upload(*core_in) : core, in + l_.z_at(), W, norm_, T, s, normed,
                            gpu_.stream());
     o.core = gpu_.download(core, size_t(T) * V);
@@ -390,6 +395,46 @@ TEST(CudaDeltaNet, ChunkedEqualsWholeBitForBit) {
       EXPECT_TRUE(same_bits(whole.snapshots[1], rest.snapshots[0]));
       EXPECT_TRUE(same_bits(whole.snapshots[2], rest.snapshots[1]));
     }
+}
+
+// The tensor-core form in chunks of 16 rows (prototype) against the token loop, within float tolerance.
+TEST(CudaDeltaNet, ChunkedFormMatchesTheTokenLoop) {
+  FS_REQUIRE_GPU();
+  std::mt19937 rng(21);
+  const std::vector<SeqSpec> seqs = {{48, true, {}}, {32, false, {}}};
+  for (const Case& c : {Case{2, 3, 128, 32}, Case{1, 1, 128, 16}}) {
+    SCOPED_TRACE(name(c));
+    Gpu gpu;
+    const Layer l = random_layer(rng, c.key_heads, c.group, c.key_dim, c.value_dim);
+    const auto fused = random_floats(rng, size_t(total_rows(seqs)) * l.width());
+    const auto states = random_states(rng, l, seqs.size());
+    GpuLayer loop(gpu, l, states, 0), chunked(gpu, l, states, 0);
+    const Outputs want = loop.run(fused, seqs);
+    const Outputs got = chunked.run(fused, seqs, 0, 0, nullptr, nullptr, true);
+    EXPECT_LE(rel_l2(got.core, want.core), 1e-5);
+    for (size_t i = 0; i < seqs.size(); ++i) EXPECT_LE(rel_l2(got.states[i], want.states[i]), 1e-5) << i;
+  }
+}
+
+// Calls cut at chunk ends give the bits of one call.
+TEST(CudaDeltaNet, ChunkedFormSplitAtChunkEndsEqualsWhole) {
+  FS_REQUIRE_GPU();
+  std::mt19937 rng(22);
+  const Case c{2, 3, 128, 32};
+  Gpu gpu;
+  const Layer l = random_layer(rng, c.key_heads, c.group, c.key_dim, c.value_dim);
+  const int W = l.width(), V = l.shape.value_channels();
+  const auto fused = random_floats(rng, size_t(48) * W);
+  const auto states = random_states(rng, l, 1);
+  GpuLayer whole_layer(gpu, l, states, 0), split_layer(gpu, l, states, 0);
+  const Outputs whole = whole_layer.run(fused, {{48, false, {}}}, 0, 0, nullptr, nullptr, true);
+  const Outputs first = split_layer.run(columns(fused, W, 0, 16, 0, W), {{16, false, {}}}, 0, 0, nullptr, nullptr,
+                                        true);
+  const Outputs rest = split_layer.run(columns(fused, W, 16, 32, 0, W), {{32, false, {}}}, 0, 0, nullptr, nullptr,
+                                       true);
+  EXPECT_TRUE(same_bits(head(whole.core, size_t(16) * V), first.core));
+  EXPECT_TRUE(same_bits(tail_from(whole.core, size_t(16) * V), rest.core));
+  EXPECT_TRUE(same_bits(whole.states[0], rest.states[0]));
 }
 
 }  // namespace

@@ -292,6 +292,12 @@ T __shfl_xor_sync(unsigned, T v, int mask) {
   return emulated::exchange(v, emulated::lane() ^ mask);
 }
 template <class T>
+T __shfl_up_sync(unsigned, T v, unsigned delta) {
+  const int source = emulated::lane() - int(delta);
+  const T got = emulated::exchange(v, source & 31);
+  return source >= 0 ? got : v;
+}
+template <class T>
 T __shfl_down_sync(unsigned, T v, unsigned delta) {
   const int source = emulated::lane() + int(delta);
   const T got = emulated::exchange(v, source & 31);

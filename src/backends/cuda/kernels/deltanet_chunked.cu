@@ -133,16 +133,10 @@ struct ChunkSmem {
 
 static_assert(sizeof(ChunkRows) % 16 == 0, "stages stay 16-byte aligned");
 
-__device__ __forceinline__ uint32_t tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-  return r;
-}
-
 // x as a TF32 high half and the TF32 rounding of what is left.
 __device__ __forceinline__ void split(float x, uint32_t& hi, uint32_t& lo) {
-  hi = tf32(x);
-  lo = tf32(x - __uint_as_float(hi));
+  hi = ptx::tf32_bits(x);
+  lo = ptx::tf32_bits(x - __uint_as_float(hi));
 }
 
 // Two adjacent floats split, as (x, y) high halves and low halves.
@@ -152,23 +146,15 @@ __device__ __forceinline__ void split2(const float* p, uint32_t& hx, uint32_t& h
   split(v.y, hy, ly);
 }
 
-__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // c += a·b from split operands: the small cross terms first, then the high halves.
 template <bool ONE_PASS>
 __device__ __forceinline__ void mma3(float (&c)[4], const uint32_t (&a_hi)[4], const uint32_t (&a_lo)[4],
                                      uint32_t b0_hi, uint32_t b1_hi, uint32_t b0_lo, uint32_t b1_lo) {
   if constexpr (!ONE_PASS) {
-    mma_tf32(c, a_lo, b0_hi, b1_hi);
-    mma_tf32(c, a_hi, b0_lo, b1_lo);
+    ptx::mma_tf32(c, a_lo, b0_hi, b1_hi);
+    ptx::mma_tf32(c, a_hi, b0_lo, b1_lo);
   }
-  mma_tf32(c, a_hi, b0_hi, b1_hi);
+  ptx::mma_tf32(c, a_hi, b0_hi, b1_hi);
 }
 
 // Queues the copies of chunk `chunk` (first row row0) into `dst`, spread over the block's threads.

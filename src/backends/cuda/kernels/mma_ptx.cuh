@@ -1,6 +1,6 @@
 #pragma once
-// The PTX the tensor-core kernels share: mma.sync m16n8k16 (bf16 in, or f16 with F16; f32 accumulate), ldmatrix,
-// cp.async and bf16 packing.
+// The PTX the tensor-core kernels share: mma.sync m16n8k16 (bf16 in, or f16 with F16; f32 accumulate) and m16n8k8
+// (tf32 in), ldmatrix, cp.async, bf16 packing and tf32 rounding.
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -24,6 +24,21 @@ __device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uin
 #undef FS_MMA_M16N8K16
 __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   mma(c, a[0], a[1], a[2], a[3], b0, b1);
+}
+
+// c += a·b for one m16n8k8 tile of tf32 operands (a: A's four registers, b0 and b1: B's two).
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// x rounded to tf32 (nearest, ties away from zero), as the bits of a float.
+__device__ __forceinline__ uint32_t tf32_bits(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
 }
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {

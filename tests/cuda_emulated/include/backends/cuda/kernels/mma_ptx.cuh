@@ -1,6 +1,7 @@
 #pragma once
-// The emulated counterpart of src/backends/cuda/kernels/mma_ptx.cuh: mma.sync m16n8k16 (bf16), ldmatrix and cp.async
-// as PTX defines their fragments and groups, over the emulated warp (tests/cuda_emulated/emulated_cuda.h).
+// The emulated counterpart of src/backends/cuda/kernels/mma_ptx.cuh: mma.sync m16n8k16 (bf16) and m16n8k8 (tf32),
+// ldmatrix, cp.async and tf32 rounding as PTX defines their fragments and groups, over the emulated warp
+// (tests/cuda_emulated/emulated_cuda.h).
 #include <cstdint>
 #include <cstring>
 
@@ -78,6 +79,42 @@ inline void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a
 }
 inline void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   mma(c, a[0], a[1], a[2], a[3], b0, b1);
+}
+
+// c += a·b for one m16n8k8 tile of tf32 operands, as mma above: A[m][k] in lane (m % 8)·4 + k % 4, register m / 8 +
+// 2·(k / 4); B[k][n] in lane n·4 + k % 4, register 4 + k / 4.
+inline void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  const uint32_t mine[6] = {a[0], a[1], a[2], a[3], b0, b1};
+  const uint32_t* all = emulated::post(mine, 6);
+  emulated::Block& block = emulated::block();
+  const size_t w = size_t(emulated::warp());
+  float* product = block.tiles.data() + w * 128;
+  if (block.tile_generation[w] != block.warp_generation[w]) {
+    block.tile_generation[w] = block.warp_generation[w];
+    auto value = [&](int lane, int reg) {
+      float f;
+      const uint32_t bits = all[size_t(lane) * 8 + size_t(reg)];
+      std::memcpy(&f, &bits, 4);
+      return f;
+    };
+    for (int m = 0; m < 16; ++m)
+      for (int n = 0; n < 8; ++n) {
+        float sum = 0.0f;
+        for (int k = 0; k < 8; ++k) sum += value((m % 8) * 4 + k % 4, m / 8 + 2 * (k / 4)) * value(n * 4 + k % 4, 4 + k / 4);
+        product[m * 8 + n] = sum;
+      }
+  }
+  const int lane = emulated::lane();
+  for (int e = 0; e < 4; ++e) c[e] += product[(lane / 4 + 8 * (e / 2)) * 8 + 2 * (lane % 4) + e % 2];
+  emulated::release();
+}
+
+// x rounded to tf32 (nearest, ties away from zero: 10 fraction bits kept), as the bits of a float.
+inline uint32_t tf32_bits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return bits;
+  return (bits + 0x1000u) & 0xffffe000u;
 }
 
 inline void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* p) { detail::ldmatrix(r, p, false); }
