@@ -60,7 +60,7 @@ struct Bench {
     conv = floats(size_t(max_rows) * sh.conv_channels(), "conv out");
     core = floats(size_t(max_rows) * sh.value_channels(), "recurrence out");
     core2 = floats(size_t(max_rows) * sh.value_channels(), "chunked recurrence out");
-    prep = floats(k::deltanet_chunked_prep_floats(max_rows, sh), "chunked recurrence scratch");
+    prep = floats(k::deltanet_chunked_prep_floats(max_rows, max_seqs, sh), "chunked recurrence scratch");
     normed = reinterpret_cast<uint16_t*>(arena.allocate(size_t(max_rows) * sh.value_channels() * 2, "normed").ptr);
     weight = floats(size_t(sh.conv_channels()) * sh.conv_kernel, "conv weight");
     a_log = floats(size_t(sh.value_heads), "a_log");

@@ -143,7 +143,7 @@ class GpuLayer {
     k::deltanet_normalize(recurrence_in, T, s, gpu_.stream());
     if (chunked)
       k::deltanet_recurrence_chunked(recurrence_in, T, in + l_.b_at(), in + l_.a_at(), W, a_log_, dt_bias_, s, batch,
-                                     gpu_.poisoned<float>(k::deltanet_chunked_prep_floats(T, s)), core, false, 3,
+                                     gpu_.poisoned<float>(k::deltanet_chunked_prep_floats(T, int(seqs.size()), s)), core, false, 3,
                                      gpu_.stream());
     else
       k::deltanet_recurrence(recurrence_in, T, in + l_.b_at(), in + l_.a_at(), W, a_log_, dt_bias_, s, batch, core,
@@ -401,18 +401,21 @@ TEST(CudaDeltaNet, ChunkedEqualsWholeBitForBit) {
 TEST(CudaDeltaNet, ChunkedFormMatchesTheTokenLoop) {
   FS_REQUIRE_GPU();
   std::mt19937 rng(21);
-  const std::vector<SeqSpec> seqs = {{48, true, {}}, {32, false, {}}};
+  // Whole and partial chunks, a sequence starting inside a chunk of the call's rows, snapshots at chunk ends.
+  const std::vector<SeqSpec> seqs = {{48, true, {16, 48}}, {37, false, {32, 37}}, {5, true, {5}}, {32, false, {}}};
   for (const Case& c : {Case{2, 3, 128, 32}, Case{1, 1, 128, 16}}) {
     SCOPED_TRACE(name(c));
     Gpu gpu;
     const Layer l = random_layer(rng, c.key_heads, c.group, c.key_dim, c.value_dim);
     const auto fused = random_floats(rng, size_t(total_rows(seqs)) * l.width());
     const auto states = random_states(rng, l, seqs.size());
-    GpuLayer loop(gpu, l, states, 0), chunked(gpu, l, states, 0);
+    GpuLayer loop(gpu, l, states, total_taps(seqs)), chunked(gpu, l, states, total_taps(seqs));
     const Outputs want = loop.run(fused, seqs);
     const Outputs got = chunked.run(fused, seqs, 0, 0, nullptr, nullptr, true);
     EXPECT_LE(rel_l2(got.core, want.core), 1e-5);
     for (size_t i = 0; i < seqs.size(); ++i) EXPECT_LE(rel_l2(got.states[i], want.states[i]), 1e-5) << i;
+    ASSERT_EQ(got.snapshots.size(), want.snapshots.size());
+    for (size_t i = 0; i < want.snapshots.size(); ++i) EXPECT_LE(rel_l2(got.snapshots[i], want.snapshots[i]), 1e-5) << i;
   }
 }
 
@@ -424,17 +427,23 @@ TEST(CudaDeltaNet, ChunkedFormSplitAtChunkEndsEqualsWhole) {
   Gpu gpu;
   const Layer l = random_layer(rng, c.key_heads, c.group, c.key_dim, c.value_dim);
   const int W = l.width(), V = l.shape.value_channels();
-  const auto fused = random_floats(rng, size_t(48) * W);
+  const auto fused = random_floats(rng, size_t(43) * W);
   const auto states = random_states(rng, l, 1);
-  GpuLayer whole_layer(gpu, l, states, 0), split_layer(gpu, l, states, 0);
-  const Outputs whole = whole_layer.run(fused, {{48, false, {}}}, 0, 0, nullptr, nullptr, true);
-  const Outputs first = split_layer.run(columns(fused, W, 0, 16, 0, W), {{16, false, {}}}, 0, 0, nullptr, nullptr,
-                                        true);
-  const Outputs rest = split_layer.run(columns(fused, W, 16, 32, 0, W), {{32, false, {}}}, 0, 0, nullptr, nullptr,
-                                       true);
-  EXPECT_TRUE(same_bits(head(whole.core, size_t(16) * V), first.core));
-  EXPECT_TRUE(same_bits(tail_from(whole.core, size_t(16) * V), rest.core));
-  EXPECT_TRUE(same_bits(whole.states[0], rest.states[0]));
+  GpuLayer whole_layer(gpu, l, states, 2);
+  // 43 rows whole (the last chunk partial), against 16 + 27 and 32 + 11.
+  const Outputs whole = whole_layer.run(fused, {{43, false, {16, 32}}}, 0, 0, nullptr, nullptr, true);
+  for (int cut : {16, 32}) {
+    SCOPED_TRACE(cut);
+    GpuLayer split_layer(gpu, l, states, 1);
+    const Outputs first = split_layer.run(columns(fused, W, 0, cut, 0, W), {{cut, false, {cut}}}, 0, 0, nullptr,
+                                          nullptr, true);
+    const Outputs rest = split_layer.run(columns(fused, W, cut, 43 - cut, 0, W), {{43 - cut, false, {}}}, 0, 0,
+                                         nullptr, nullptr, true);
+    EXPECT_TRUE(same_bits(head(whole.core, size_t(cut) * V), first.core));
+    EXPECT_TRUE(same_bits(tail_from(whole.core, size_t(cut) * V), rest.core));
+    EXPECT_TRUE(same_bits(whole.states[0], rest.states[0]));
+    EXPECT_TRUE(same_bits(whole.snapshots[cut / 16 - 1], first.snapshots[0]));
+  }
 }
 
 }  // namespace

@@ -33,31 +33,49 @@ constexpr int kPrepFloats = 2 * kMat + 2 * kChunk;  // T⁻¹, decayed q·k, G, 
 
 constexpr int kMaxGroup = 8;  // value heads a key head serves, at most, in the prototype
 
+// Chunks of sequence i's rows (the last may be partial).
+__device__ __forceinline__ int chunks_of(const DeltaNetSeq& s) { return (s.rows + kChunk - 1) / kChunk; }
+
+// The call's chunk index of sequence z's first chunk (chunks numbered sequence by sequence).
+__device__ int first_chunk(const DeltaNetBatch& batch, int z) {
+  int c = 0;
+  for (int i = 0; i < z; ++i) c += chunks_of(batch.seqs[i]);
+  return c;
+}
+
 // A block per (chunk, key head): 256 threads, one (t, j) pair each; the k·k and q·k products once, then each value
 // head of the group's decays, T⁻¹ (a thread a column) and the two matrices.
 __global__ void __launch_bounds__(kMat) prep_kernel(const float* conv, const float* b, const float* a, int ab_stride,
-                                                    const float* a_log, const float* dt_bias, Dims d, float* prep) {
+                                                    const float* a_log, const float* dt_bias, Dims d,
+                                                    DeltaNetBatch batch, float* prep) {
   wait_for_previous_grid();
   __shared__ float k[kChunk][kKeyDim + 1], q[kChunk][kKeyDim + 1];
   __shared__ float G[kMaxGroup][kChunk], beta[kMaxGroup][kChunk];
   __shared__ float B[kMaxGroup][kChunk][kChunk + 1], Tinv[kMaxGroup][kChunk][kChunk + 1];
   __shared__ float QK[kChunk][kChunk + 1];  // q·k, undecayed
-  const int chunk = blockIdx.x, kh = blockIdx.y, row0 = chunk * kChunk, tid = threadIdx.x;
+  const int chunk = blockIdx.x, kh = blockIdx.y, tid = threadIdx.x;
+  // This block's chunk: sequence z's chunk `chunk − first`, rows row0 … row0 + n − 1.
+  int z = 0, first = 0;
+  while (z < batch.count && first + chunks_of(batch.seqs[z]) <= chunk) first += chunks_of(batch.seqs[z++]);
+  if (z == batch.count) return;
+  const int in_seq = (chunk - first) * kChunk, row0 = batch.seqs[z].first_row + in_seq;
+  const int n = min(kChunk, batch.seqs[z].rows - in_seq);
   // The rows, four floats a copy, all loads first.
   float4 x[2 * kChunk * kKeyDim / 4 / kMat];
 #pragma unroll
   for (int u = 0; u < 2 * kChunk * kKeyDim / 4 / kMat; ++u) {
     const int e = tid + u * kMat, which = e / (kChunk * kKeyDim / 4), r = e / (kKeyDim / 4) % kChunk;
     const int i = e % (kKeyDim / 4) * 4;
-    x[u] = *reinterpret_cast<const float4*>(conv + size_t(row0 + r) * d.C + (which ? d.KC : 0) +
-                                             size_t(kh) * kKeyDim + i);
+    x[u] = r < n ? *reinterpret_cast<const float4*>(conv + size_t(row0 + r) * d.C + (which ? d.KC : 0) +
+                                                     size_t(kh) * kKeyDim + i)
+                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
   // Warp g < group: head kh·group + g's β and cumulative log decay (lanes < 16, a fixed-order scan).
   const int lane = tid % 32, warp = tid / 32;
   if (warp < d.group) {
     const int h = kh * d.group + warp;
     float logd = 0.0f, bt = 0.0f;
-    if (lane < kChunk) {
+    if (lane < n) {  // rows past a partial chunk's end: no decay, β 0
       const size_t at = size_t(row0 + lane) * ab_stride + h;
       logd = -expf(a_log[h]) * softplus(a[at] + dt_bias[h]);
       bt = sigmoid(b[at]);
@@ -157,19 +175,21 @@ __device__ __forceinline__ void mma3(float (&c)[4], const uint32_t (&a_hi)[4], c
   ptx::mma_tf32(c, a_hi, b0_hi, b1_hi);
 }
 
-// Queues the copies of chunk `chunk` (first row row0) into `dst`, spread over the block's threads.
+// Queues the copies of the call's chunk `chunk` (rows row0 … row0 + n − 1; zeros past them) into `dst`, spread
+// over the block's threads.
 __device__ __forceinline__ void stage_rows(ChunkRows& dst, const float* conv, const float* prep, const Dims& d,
-                                           int row0, int chunk, int kh, int h, int c0) {
+                                           int row0, int n, int chunk, int kh, int h, int c0) {
   constexpr int kThreads = 32 * kKeyWarps;
   const int lane = threadIdx.x;
   for (int e = lane; e < 2 * kChunk * (kKeyDim / 4); e += kThreads) {
     const int which = e / (kChunk * (kKeyDim / 4)), r = e / (kKeyDim / 4) % kChunk, i = e % (kKeyDim / 4) * 4;
     const float* src = conv + size_t(row0 + r) * d.C + (which ? d.KC : 0) + size_t(kh) * kKeyDim + i;
-    ptx::copy16(which ? &dst.k[r][i] : &dst.q[r][i], src, true);
+    ptx::copy16(which ? &dst.k[r][i] : &dst.q[r][i], r < n ? src : conv, r < n);
   }
   for (int e = lane; e < kChunk * kWarpColumns / 4; e += kThreads) {
     const int r = e / (kWarpColumns / 4), i = e % (kWarpColumns / 4) * 4;
-    ptx::copy16(&dst.v[r][i], conv + size_t(row0 + r) * d.C + 2 * size_t(d.KC) + size_t(h) * d.dv + c0 + i, true);
+    const size_t at = size_t(r < n ? row0 + r : row0) * d.C + 2 * size_t(d.KC) + size_t(h) * d.dv + c0 + i;
+    ptx::copy16(&dst.v[r][i], conv + at, r < n);
   }
   const float* src = prep + (size_t(chunk) * d.nv + h) * kPrepFloats;
   for (int e = lane; e < kPrepFloats / 4; e += kThreads) ptx::copy16(&dst.tinv_d[0][0] + 4 * e, src + 4 * e, true);
@@ -190,16 +210,27 @@ __global__ void __launch_bounds__(32 * kKeyWarps) chunked_kernel(const float* co
   float S[kWarpTiles][4];
   auto key_of = [&](int jj, int e) { return 8 * (w * kWarpTiles + jj) + 2 * tq + (e & 1); };
   auto col_of = [&](int e) { return c0 + gq + (e & 2 ? 8 : 0); };
+  // This warp's part of S₀ᵀ as a head's key_dim × value_dim matrix at `to`.
+  auto store = [&](float* to) {
+#pragma unroll
+    for (int jj = 0; jj < kWarpTiles; ++jj)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) to[size_t(key_of(jj, e)) * d.dv + col_of(e)] = S[jj][e];
+  };
 #pragma unroll
   for (int jj = 0; jj < kWarpTiles; ++jj)
 #pragma unroll
     for (int e = 0; e < 4; ++e) S[jj][e] = s.fresh ? 0.0f : state[size_t(key_of(jj, e)) * d.dv + col_of(e)];
-  stage_rows(sm.rows[0], conv, prep, d, s.first_row, s.first_row / kChunk, kh, h, c0);
+  const int chunk0 = first_chunk(batch, int(blockIdx.z));
+  int tap = s.first_tap;
+  const int tap_end = s.first_tap + s.tap_count;
+  stage_rows(sm.rows[0], conv, prep, d, s.first_row, min(kChunk, s.rows), chunk0, kh, h, c0);
   ptx::copy_commit();
   for (int base = 0, buf = 0; base < s.rows; base += kChunk, buf ^= 1) {
-    const int row0 = s.first_row + base;
+    const int row0 = s.first_row + base, n = min(kChunk, s.rows - base), chunk = chunk0 + base / kChunk;
     if (base + kChunk < s.rows)
-      stage_rows(sm.rows[buf ^ 1], conv, prep, d, row0 + kChunk, row0 / kChunk + 1, kh, h, c0);
+      stage_rows(sm.rows[buf ^ 1], conv, prep, d, row0 + kChunk, min(kChunk, s.rows - base - kChunk), chunk + 1, kh,
+                 h, c0);
     ptx::copy_commit();
     ptx::copy_wait<1>();
     __syncthreads();  // this chunk's rows are in; the last chunk's d is read
@@ -247,7 +278,7 @@ __global__ void __launch_bounds__(32 * kKeyWarps) chunked_kernel(const float* co
         o = fmaf(rows.w[t][j], sm.u[j][col], o);
         x = fmaf(rows.tinv_d[t][j], sm.u[j][col], x);
       }
-      out[size_t(row0 + t) * d.V + size_t(h) * d.dv + c0 + col] = o;
+      if (t < n) out[size_t(row0 + t) * d.V + size_t(h) * d.dv + c0 + col] = o;
       sm.d[t][col] = x;
     }
     __syncthreads();
@@ -273,12 +304,15 @@ __global__ void __launch_bounds__(32 * kKeyWarps) chunked_kernel(const float* co
         mma3<ONE_PASS>(S[jj], a_hi, a_lo, b0h, b1h, b0l, b1l);
       }
     }
+    // Snapshots after this chunk (taps fall on chunk ends).
+    for (; tap < tap_end && batch.taps[tap].after_rows == base + n; ++tap)
+      store(batch.snapshots + batch.taps[tap].dest + d.conv_state + int64_t(h) * kKeyDim * d.dv);
   }
-#pragma unroll
-  for (int jj = 0; jj < kWarpTiles; ++jj)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) state[size_t(key_of(jj, e)) * d.dv + col_of(e)] = S[jj][e];
+  store(state);
 }
+
+// Chunks of a call of T rows over `sequences` sequences, at most.
+int max_chunks(int T, int sequences) { return T / kChunk + sequences; }
 
 }  // namespace
 
@@ -288,12 +322,12 @@ void deltanet_recurrence_chunked(const float* conv, int T, const float* b, const
                                  void* stream) {
   const Dims d = dims_of(shape);
   check_batch(T, batch);
-  if (d.dk != kKeyDim || d.dv % kWarpColumns != 0 || T % kChunk != 0 || d.group > kMaxGroup)
-    throw Error("the chunked DeltaNet prototype takes key_dim 128, value_dim and rows multiples of 16");
+  if (d.dk != kKeyDim || d.dv % kWarpColumns != 0 || d.group > kMaxGroup)
+    throw Error("the chunked DeltaNet prototype takes key_dim 128 and value_dim a multiple of 16");
   if (parts & 1)
-    launch_overlapping_kernel("deltanet_chunk_prep", prep_kernel,
-                              dim3(unsigned(T / kChunk), unsigned(d.nv / d.group)), dim3(kMat), 0, stream, conv, b, a,
-                              ab_stride, a_log, dt_bias, d, prep);
+    launch_overlapping_kernel("deltanet_chunk_prep", prep_kernel, dim3(unsigned(max_chunks(T, batch.count)),
+                              unsigned(d.nv / d.group)), dim3(kMat), 0, stream, conv, b, a, ab_stride, a_log, dt_bias,
+                              d, batch, prep);
   if (!(parts & 2)) return;
   const dim3 grid(unsigned(d.dv / kWarpColumns), unsigned(d.nv), unsigned(batch.count));
   const unsigned bytes = sizeof(ChunkSmem);
@@ -306,8 +340,8 @@ void deltanet_recurrence_chunked(const float* conv, int T, const float* b, const
   else launch(chunked_kernel<false>);
 }
 
-size_t deltanet_chunked_prep_floats(int T, const DeltaNetShape& shape) {
-  return size_t(T / kChunk) * size_t(shape.value_heads) * kPrepFloats;
+size_t deltanet_chunked_prep_floats(int T, int sequences, const DeltaNetShape& shape) {
+  return size_t(max_chunks(T, sequences)) * size_t(shape.value_heads) * kPrepFloats;
 }
 
 }  // namespace fs::cuda::kernels

@@ -57,13 +57,14 @@ void deltanet_recurrence(const float* conv, int T, const float* b, const float* 
                          void* stream);
 
 // Prototype: deltanet_recurrence in chunks of 16 rows from each sequence's first row on tensor cores (three TF32
-// products a pair unless one_pass); key_dim 128, value_dim and every sequence's rows multiples of 16, no taps.
-// `prep` holds deltanet_chunked_prep_floats(T, shape) floats of scratch; parts: 1 its kernel, 2 the state's, 3 both.
+// products a pair unless one_pass); key_dim 128, value_dim a multiple of 16; taps only at chunk ends (multiples of 16
+// rows or a sequence's last row). `prep` holds deltanet_chunked_prep_floats(T, batch.count, shape) floats of
+// scratch; parts: 1 its kernel, 2 the state's, 3 both.
 void deltanet_recurrence_chunked(const float* conv, int T, const float* b, const float* a, int ab_stride,
                                  const float* a_log, const float* dt_bias, const DeltaNetShape& shape,
                                  const DeltaNetBatch& batch, float* prep, float* out, bool one_pass, int parts,
                                  void* stream);
-size_t deltanet_chunked_prep_floats(int T, const DeltaNetShape& shape);
+size_t deltanet_chunked_prep_floats(int T, int sequences, const DeltaNetShape& shape);
 
 // Per row and value head: RMSNorm of core [T, value_channels] over value_dim (plain weight `norm`, shape.eps) ×
 // SiLU(z[r·z_stride + channel]) → bf16 out [T, value_channels].
