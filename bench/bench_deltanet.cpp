@@ -79,10 +79,10 @@ struct Bench {
   }
 
   // `count` sequences of `rows` rows each, fresh or continuing from their slots.
-  k::DeltaNetBatch batch(int count, int rows, bool fresh) {
+  k::DeltaNetBatch batch(int count, int rows, bool fresh, bool chunked = false) {
     std::vector<k::DeltaNetSeq> host(static_cast<size_t>(count));
     for (int i = 0; i < count; ++i)
-      host[size_t(i)] = {i * rows, rows, int64_t(i) * int64_t(sh.state_floats()), fresh ? 1 : 0, 0, 0};
+      host[size_t(i)] = {i * rows, rows, int64_t(i) * int64_t(sh.state_floats()), fresh ? 1 : 0, 0, 0, chunked ? 1 : 0};
     FS_CU(memcpy_htod_async, cuda::CUdeviceptr(reinterpret_cast<uintptr_t>(seqs)), host.data(),
           host.size() * sizeof(k::DeltaNetSeq), stream.handle());
     stream.synchronize();
@@ -154,12 +154,13 @@ void run_shape(const Shape& shape, int reps) {
     });
     std::printf("%-6d %6d %10s %10.1f %14.1f %10.1f %12.2f %18s\n", c.seqs, c.rows, c.what, conv_s * 1e6,
                 rec_s * 1e6, norm_s * 1e6, T / (rec_s * 1e6), bits.c_str());
+    const k::DeltaNetBatch chunked_batch = b.batch(c.seqs, c.rows, fresh, true);
     if (c.rows % 16 == 0)
       for (bool one_pass : {false, true}) {
         auto chunked = [&](int parts) {
           return b.time(reps, [&] {
-            k::deltanet_recurrence_chunked(b.conv, T, ba, ba + sh.value_heads, b.W, b.a_log, b.dt_bias, sh, batch,
-                                           b.prep, b.core2, one_pass, parts, st);
+            k::deltanet_recurrence_chunked(b.conv, T, ba, ba + sh.value_heads, b.W, b.a_log, b.dt_bias, sh,
+                                           chunked_batch, b.prep, b.core2, one_pass, parts, st);
           });
         };
         const double prep_s = chunked(1), state_s = chunked(2), chunk_s = chunked(3);

@@ -44,6 +44,7 @@ struct SeqSpec {
   int rows;
   bool fresh;
   std::vector<int> taps;
+  bool token_loop = false;  // in a run of the chunked form, left to the token loop
 };
 
 int total_rows(const std::vector<SeqSpec>& seqs) {
@@ -131,7 +132,7 @@ class GpuLayer {
               const std::vector<float>* core_in = nullptr, bool chunked = false) {
     const DeltaNetShape& s = l_.shape;
     const int T = total_rows(seqs), C = s.conv_channels(), V = s.value_channels(), W = l_.width();
-    const k::DeltaNetBatch batch = upload_batch(seqs, first_slot, first_snapshot);
+    const k::DeltaNetBatch batch = upload_batch(seqs, first_slot, first_snapshot, chunked);
     const float* in = gpu_.upload(fused);
     float* conv = gpu_.poisoned<float>(size_t(T) * C);
     float* core = gpu_.poisoned<float>(size_t(T) * V);
@@ -141,13 +142,12 @@ class GpuLayer {
     o.conv = gpu_.download(conv, size_t(T) * C);  // before its q and k are normalised in place
     float* recurrence_in = conv_in ? gpu_.upload(*conv_in) : conv;
     k::deltanet_normalize(recurrence_in, T, s, gpu_.stream());
+    k::deltanet_recurrence(recurrence_in, T, in + l_.b_at(), in + l_.a_at(), W, a_log_, dt_bias_, s, batch, core,
+                           gpu_.stream());
     if (chunked)
       k::deltanet_recurrence_chunked(recurrence_in, T, in + l_.b_at(), in + l_.a_at(), W, a_log_, dt_bias_, s, batch,
-                                     gpu_.poisoned<float>(k::deltanet_chunked_prep_floats(T, int(seqs.size()), s)), core, false, 3,
-                                     gpu_.stream());
-    else
-      k::deltanet_recurrence(recurrence_in, T, in + l_.b_at(), in + l_.a_at(), W, a_log_, dt_bias_, s, batch, core,
-                             gpu_.stream());
+                                     gpu_.poisoned<float>(k::deltanet_chunked_prep_floats(T, int(seqs.size()), s)),
+                                     core, false, 3, gpu_.stream());
     k::deltanet_gated_norm(core_in ? gpu_.upload(*core_in) : core, in + l_.z_at(), W, norm_, T, s, normed,
                            gpu_.stream());
     o.core = gpu_.download(core, size_t(T) * V);
@@ -185,13 +185,15 @@ class GpuLayer {
 
  private:
   // The call's sequence and snapshot descriptors in device memory.
-  k::DeltaNetBatch upload_batch(const std::vector<SeqSpec>& seqs, int first_slot, int first_snapshot) {
+  k::DeltaNetBatch upload_batch(const std::vector<SeqSpec>& seqs, int first_slot, int first_snapshot,
+                                bool chunked = false) {
     std::vector<k::DeltaNetSeq> descs;
     std::vector<k::DeltaNetSnapshot> taps;
     int first = 0;
     for (size_t i = 0; i < seqs.size(); ++i) {
       const int64_t state = (first_slot + int64_t(i)) * slot_;
-      descs.push_back({first, seqs[i].rows, state, seqs[i].fresh ? 1 : 0, int(taps.size()), int(seqs[i].taps.size())});
+      descs.push_back({first, seqs[i].rows, state, seqs[i].fresh ? 1 : 0, int(taps.size()), int(seqs[i].taps.size()),
+                       chunked && !seqs[i].token_loop ? 1 : 0});
       for (int after : seqs[i].taps) taps.push_back({after, (first_snapshot + int64_t(taps.size())) * slot_});
       first += seqs[i].rows;
     }
@@ -401,8 +403,10 @@ TEST(CudaDeltaNet, ChunkedEqualsWholeBitForBit) {
 TEST(CudaDeltaNet, ChunkedFormMatchesTheTokenLoop) {
   FS_REQUIRE_GPU();
   std::mt19937 rng(21);
-  // Whole and partial chunks, a sequence starting inside a chunk of the call's rows, snapshots at chunk ends.
-  const std::vector<SeqSpec> seqs = {{48, true, {16, 48}}, {37, false, {32, 37}}, {5, true, {5}}, {32, false, {}}};
+  // Whole and partial chunks, a sequence starting inside a chunk of the call's rows, snapshots at chunk ends, and
+  // sequences the token loop takes in the same call (their bits as in a call of the token loop alone).
+  const std::vector<SeqSpec> seqs = {{48, true, {16, 48}},       {7, false, {3, 7}, true}, {37, false, {32, 37}},
+                                     {5, true, {5}},             {1, false, {}, true},     {32, false, {}}};
   for (const Case& c : {Case{2, 3, 128, 32}, Case{1, 1, 128, 16}}) {
     SCOPED_TRACE(name(c));
     Gpu gpu;
@@ -413,9 +417,22 @@ TEST(CudaDeltaNet, ChunkedFormMatchesTheTokenLoop) {
     const Outputs want = loop.run(fused, seqs);
     const Outputs got = chunked.run(fused, seqs, 0, 0, nullptr, nullptr, true);
     EXPECT_LE(rel_l2(got.core, want.core), 1e-5);
-    for (size_t i = 0; i < seqs.size(); ++i) EXPECT_LE(rel_l2(got.states[i], want.states[i]), 1e-5) << i;
     ASSERT_EQ(got.snapshots.size(), want.snapshots.size());
-    for (size_t i = 0; i < want.snapshots.size(); ++i) EXPECT_LE(rel_l2(got.snapshots[i], want.snapshots[i]), 1e-5) << i;
+    const int V = l.shape.value_channels();
+    size_t row = 0, tap = 0;
+    for (size_t i = 0; i < seqs.size(); row += size_t(seqs[i].rows), tap += seqs[i].taps.size(), ++i) {
+      SCOPED_TRACE("sequence " + std::to_string(i));
+      const auto rows = [&](const Outputs& o) { return columns(o.core, V, int(row), seqs[i].rows, 0, V); };
+      if (seqs[i].token_loop) {
+        EXPECT_TRUE(same_bits(rows(got), rows(want)));
+        EXPECT_TRUE(same_bits(got.states[i], want.states[i]));
+      } else {
+        EXPECT_LE(rel_l2(got.states[i], want.states[i]), 1e-5);
+      }
+      for (size_t t = tap; t < tap + seqs[i].taps.size(); ++t)
+        if (seqs[i].token_loop) EXPECT_TRUE(same_bits(got.snapshots[t], want.snapshots[t]));
+        else EXPECT_LE(rel_l2(got.snapshots[t], want.snapshots[t]), 1e-5);
+    }
   }
 }
 

@@ -33,8 +33,10 @@ constexpr int kPrepFloats = 2 * kMat + 2 * kChunk;  // T⁻¹, decayed q·k, G, 
 
 constexpr int kMaxGroup = 8;  // value heads a key head serves, at most, in the prototype
 
-// Chunks of sequence i's rows (the last may be partial).
-__device__ __forceinline__ int chunks_of(const DeltaNetSeq& s) { return (s.rows + kChunk - 1) / kChunk; }
+// Chunks of a sequence's rows (the last may be partial); none unless it is marked chunked.
+__device__ __forceinline__ int chunks_of(const DeltaNetSeq& s) {
+  return s.chunked ? (s.rows + kChunk - 1) / kChunk : 0;
+}
 
 // The call's chunk index of sequence z's first chunk (chunks numbered sequence by sequence).
 __device__ int first_chunk(const DeltaNetBatch& batch, int z) {
@@ -202,6 +204,7 @@ __global__ void __launch_bounds__(32 * kKeyWarps) chunked_kernel(const float* co
   FS_DYNAMIC_SHARED(unsigned char, smem_bytes);
   ChunkSmem& sm = *reinterpret_cast<ChunkSmem*>(smem_bytes);
   const DeltaNetSeq s = batch.seqs[blockIdx.z];
+  if (!s.chunked) return;
   const int h = blockIdx.y, c0 = blockIdx.x * kWarpColumns, lane = threadIdx.x % 32, w = threadIdx.x / 32;
   const int gq = lane / 4, tq = lane % 4, kh = h / d.group;
   float* state = batch.states + s.state + d.conv_state + int64_t(h) * kKeyDim * d.dv;

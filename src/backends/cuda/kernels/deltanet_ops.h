@@ -17,6 +17,7 @@ struct DeltaNetSeq {
   int fresh = 0;      // nonzero: start from a zero state (what is stored there is ignored, then overwritten)
   int first_tap = 0;  // its snapshots: taps[first_tap .. first_tap + tap_count), in ascending after_rows
   int tap_count = 0;
+  int chunked = 0;    // nonzero: prompt rows from a multiple of 16 positions, for deltanet_recurrence_chunked
 };
 
 // A copy of a sequence's layer state after its first `after_rows` rows (1..rows), laid out as the state.
@@ -52,14 +53,16 @@ void deltanet_conv_normalized(const float* in, int in_stride, int T, const float
 // The gated delta rule per (sequence, value head), token by token: conv [T, conv_channels] (the conv output, q and k
 // normalised), b and a at [r·ab_stride + head], a_log and dt_bias [value_heads] → out [T, value_channels]; the delta
 // state follows the conv tail (zero when fresh) and is updated; taps get it after their rows. key_dim ≤ 128.
+// Sequences marked chunked are left to deltanet_recurrence_chunked.
 void deltanet_recurrence(const float* conv, int T, const float* b, const float* a, int ab_stride, const float* a_log,
                          const float* dt_bias, const DeltaNetShape& shape, const DeltaNetBatch& batch, float* out,
                          void* stream);
 
 // Prototype: deltanet_recurrence in chunks of 16 rows from each sequence's first row on tensor cores (three TF32
-// products a pair unless one_pass); key_dim 128, value_dim a multiple of 16; taps only at chunk ends (multiples of 16
-// rows or a sequence's last row). `prep` holds deltanet_chunked_prep_floats(T, batch.count, shape) floats of
-// scratch; parts: 1 its kernel, 2 the state's, 3 both.
+// products a pair unless one_pass), for the batch's sequences marked chunked (deltanet_recurrence takes the others);
+// key_dim 128, value_dim a multiple of 16; taps only at chunk ends (multiples of 16 rows or a sequence's last row).
+// `prep` holds deltanet_chunked_prep_floats(T, batch.count, shape) floats of scratch; parts: 1 its kernel, 2 the
+// state's, 3 both.
 void deltanet_recurrence_chunked(const float* conv, int T, const float* b, const float* a, int ab_stride,
                                  const float* a_log, const float* dt_bias, const DeltaNetShape& shape,
                                  const DeltaNetBatch& batch, float* prep, float* out, bool one_pass, int parts,

@@ -122,6 +122,7 @@ __global__ void __launch_bounds__(L::kThreads, TILE > 1 ? 1 : 4)
   FS_DYNAMIC_SHARED(unsigned char, smem_bytes);
   RecurrenceSmem<R, TILE, L>& smem = *reinterpret_cast<RecurrenceSmem<R, TILE, L>*>(smem_bytes);
   const DeltaNetSeq s = batch.seqs[blockIdx.z];
+  if (s.chunked) return;
   const int h = blockIdx.y, lane = threadIdx.x % 32, g = threadIdx.x % kLanesPerColumn;
   const int slot = threadIdx.x / kLanesPerColumn, column0 = blockIdx.x * kColumnsPerBlock;
   const int64_t head_offset = d.conv_state + int64_t(h) * d.dk * d.dv;
