@@ -407,10 +407,12 @@ TEST(CudaDeltaNet, ChunkedFormMatchesTheTokenLoop) {
   // sequences the token loop takes in the same call (their bits as in a call of the token loop alone).
   const std::vector<SeqSpec> seqs = {{48, true, {16, 48}},       {7, false, {3, 7}, true}, {37, false, {32, 37}},
                                      {5, true, {5}},             {1, false, {}, true},     {32, false, {}}};
-  for (const Case& c : {Case{2, 3, 128, 32}, Case{1, 1, 128, 16}}) {
+  for (const Case& c : {Case{2, 3, 128, 32}, Case{1, 1, 128, 16}, Case{2, 2, 64, 32}, Case{1, 3, 32, 16},
+                        Case{2, 2, 16, 16}}) {
     SCOPED_TRACE(name(c));
     Gpu gpu;
     const Layer l = random_layer(rng, c.key_heads, c.group, c.key_dim, c.value_dim);
+    ASSERT_TRUE(k::deltanet_chunked_takes(l.shape));
     const auto fused = random_floats(rng, size_t(total_rows(seqs)) * l.width());
     const auto states = random_states(rng, l, seqs.size());
     GpuLayer loop(gpu, l, states, total_taps(seqs)), chunked(gpu, l, states, total_taps(seqs));

@@ -6,6 +6,8 @@
 // outputs e^G S₀ᵀq + (q·k decayed) δ, and S₀ᵀ ← e^(G_last) S₀ᵀ + (e^(G_last − G) δ)ᵀ K on tensor cores. Products
 // are TF32, three a pair (high and low halves) unless ONE_PASS.
 #include <cstdint>
+#include <string>
+#include <type_traits>
 
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/deltanet_dims.cuh"
@@ -21,10 +23,14 @@ using namespace deltanet_detail;
 
 constexpr int kChunk = 16;         // rows a chunk
 constexpr int kWarpColumns = 16;   // state columns a block owns
-constexpr int kKeyDim = 128;       // the only key_dim the prototype takes
-constexpr int kKeyWarps = 4;       // warps of a block, each holding key_dim / 4 keys of S₀ᵀ
-constexpr int kWarpTiles = kKeyDim / 8 / kKeyWarps;  // 8-key tiles a warp holds
-constexpr int kRowStride = kKeyDim + 8;  // floats between staged k or q rows (64-bit loads without conflicts)
+// How key_dim DK (16, 32, 64 or 128) is shared: kWarps warps a block, each holding kTiles 8-key tiles of S₀ᵀ; staged
+// k and q rows kRowStride floats apart (64-bit loads without bank conflicts).
+template <int DK>
+struct Keys {
+  static constexpr int kWarps = DK >= 128 ? 4 : DK >= 64 ? 2 : 1;
+  static constexpr int kTiles = DK / 8 / kWarps;
+  static constexpr int kRowStride = DK + 8;
+};
 constexpr int kPStride = 2 * kChunk + 1;
 constexpr int kMat = kChunk * kChunk;
 constexpr int kPrepFloats = 2 * kMat + 2 * kChunk;  // T⁻¹, decayed q·k, G, β of one (chunk, value head)
@@ -47,9 +53,11 @@ __device__ int first_chunk(const DeltaNetBatch& batch, int z) {
 
 // A block per (chunk, key head): 256 threads, one (t, j) pair each; the k·k and q·k products once, then each value
 // head of the group's decays, T⁻¹ (a thread a column) and the two matrices.
+template <int DK>
 __global__ void __launch_bounds__(kMat) prep_kernel(const float* conv, const float* b, const float* a, int ab_stride,
                                                     const float* a_log, const float* dt_bias, Dims d,
                                                     DeltaNetBatch batch, float* prep) {
+  constexpr int kKeyDim = DK, kLoads = (2 * kChunk * kKeyDim / 4 + kMat - 1) / kMat;
   wait_for_previous_grid();
   __shared__ float k[kChunk][kKeyDim + 1], q[kChunk][kKeyDim + 1];
   __shared__ float G[kMaxGroup][kChunk], beta[kMaxGroup][kChunk];
@@ -63,12 +71,12 @@ __global__ void __launch_bounds__(kMat) prep_kernel(const float* conv, const flo
   const int in_seq = (chunk - first) * kChunk, row0 = batch.seqs[z].first_row + in_seq;
   const int n = min(kChunk, batch.seqs[z].rows - in_seq);
   // The rows, four floats a copy, all loads first.
-  float4 x[2 * kChunk * kKeyDim / 4 / kMat];
+  float4 x[kLoads];
 #pragma unroll
-  for (int u = 0; u < 2 * kChunk * kKeyDim / 4 / kMat; ++u) {
+  for (int u = 0; u < kLoads; ++u) {
     const int e = tid + u * kMat, which = e / (kChunk * kKeyDim / 4), r = e / (kKeyDim / 4) % kChunk;
     const int i = e % (kKeyDim / 4) * 4;
-    x[u] = r < n ? *reinterpret_cast<const float4*>(conv + size_t(row0 + r) * d.C + (which ? d.KC : 0) +
+    x[u] = r < n && which < 2 ? *reinterpret_cast<const float4*>(conv + size_t(row0 + r) * d.C + (which ? d.KC : 0) +
                                                      size_t(kh) * kKeyDim + i)
                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
@@ -90,9 +98,10 @@ __global__ void __launch_bounds__(kMat) prep_kernel(const float* conv, const flo
     if (lane < kChunk) G[warp][lane] = logd, beta[warp][lane] = bt;
   }
 #pragma unroll
-  for (int u = 0; u < 2 * kChunk * kKeyDim / 4 / kMat; ++u) {
+  for (int u = 0; u < kLoads; ++u) {
     const int e = tid + u * kMat, which = e / (kChunk * kKeyDim / 4), r = e / (kKeyDim / 4) % kChunk;
     const int i = e % (kKeyDim / 4) * 4;
+    if (which >= 2) break;
     float* dst = which ? &k[r][i] : &q[r][i];
     dst[0] = x[u].x, dst[1] = x[u].y, dst[2] = x[u].z, dst[3] = x[u].w;
   }
@@ -137,21 +146,23 @@ __global__ void __launch_bounds__(kMat) prep_kernel(const float* conv, const flo
 // --- the state's part ---
 
 // One chunk's staged rows: k and q (fp32, split when read), the block's columns of v, the chunk's prep.
+template <int DK>
 struct ChunkRows {
-  float k[kChunk][kRowStride], q[kChunk][kRowStride];
+  float k[kChunk][Keys<DK>::kRowStride], q[kChunk][Keys<DK>::kRowStride];
   float v[kChunk][kWarpColumns];
   float tinv_d[kChunk][kChunk], w[kChunk][kChunk], g[kChunk], beta[kChunk];
 };
 
+template <int DK>
 struct ChunkSmem {
-  ChunkRows rows[2];                                 // this chunk's and the next one's, copied ahead
-  float p_part[kKeyWarps][kWarpColumns][kPStride];  // each warp's S₀ᵀk | S₀ᵀq over its keys
+  ChunkRows<DK> rows[2];                                  // this chunk's and the next one's, copied ahead
+  float p_part[Keys<DK>::kWarps][kWarpColumns][kPStride];  // each warp's S₀ᵀk | S₀ᵀq over its keys
   float u[kChunk][kWarpColumns + 1];                 // β (v − e^G S₀ᵀk)
   float pq[kChunk][kWarpColumns + 1];                // e^G S₀ᵀq
   float d[kChunk][kWarpColumns + 8];                 // e^(G_last − G_t) δ_t, δ = T⁻¹u
 };
 
-static_assert(sizeof(ChunkRows) % 16 == 0, "stages stay 16-byte aligned");
+static_assert(sizeof(ChunkRows<16>) % 16 == 0 && sizeof(ChunkRows<128>) % 16 == 0, "stages stay 16-byte aligned");
 
 // x as a TF32 high half and the TF32 rounding of what is left.
 __device__ __forceinline__ void split(float x, uint32_t& hi, uint32_t& lo) {
@@ -179,9 +190,10 @@ __device__ __forceinline__ void mma3(float (&c)[4], const uint32_t (&a_hi)[4], c
 
 // Queues the copies of the call's chunk `chunk` (rows row0 … row0 + n − 1; zeros past them) into `dst`, spread
 // over the block's threads.
-__device__ __forceinline__ void stage_rows(ChunkRows& dst, const float* conv, const float* prep, const Dims& d,
+template <int DK>
+__device__ __forceinline__ void stage_rows(ChunkRows<DK>& dst, const float* conv, const float* prep, const Dims& d,
                                            int row0, int n, int chunk, int kh, int h, int c0) {
-  constexpr int kThreads = 32 * kKeyWarps;
+  constexpr int kKeyDim = DK, kThreads = 32 * Keys<DK>::kWarps;
   const int lane = threadIdx.x;
   for (int e = lane; e < 2 * kChunk * (kKeyDim / 4); e += kThreads) {
     const int which = e / (kChunk * (kKeyDim / 4)), r = e / (kKeyDim / 4) % kChunk, i = e % (kKeyDim / 4) * 4;
@@ -197,12 +209,13 @@ __device__ __forceinline__ void stage_rows(ChunkRows& dst, const float* conv, co
   for (int e = lane; e < kPrepFloats / 4; e += kThreads) ptx::copy16(&dst.tinv_d[0][0] + 4 * e, src + 4 * e, true);
 }
 
-template <bool ONE_PASS>
-__global__ void __launch_bounds__(32 * kKeyWarps) chunked_kernel(const float* conv, const float* prep, Dims d,
+template <int DK, bool ONE_PASS>
+__global__ void __launch_bounds__(32 * Keys<DK>::kWarps) chunked_kernel(const float* conv, const float* prep, Dims d,
                                                                  DeltaNetBatch batch, float* out) {
+  constexpr int kKeyDim = DK, kKeyWarps = Keys<DK>::kWarps, kWarpTiles = Keys<DK>::kTiles;
   wait_for_previous_grid();
   FS_DYNAMIC_SHARED(unsigned char, smem_bytes);
-  ChunkSmem& sm = *reinterpret_cast<ChunkSmem*>(smem_bytes);
+  ChunkSmem<DK>& sm = *reinterpret_cast<ChunkSmem<DK>*>(smem_bytes);
   const DeltaNetSeq s = batch.seqs[blockIdx.z];
   if (!s.chunked) return;
   const int h = blockIdx.y, c0 = blockIdx.x * kWarpColumns, lane = threadIdx.x % 32, w = threadIdx.x / 32;
@@ -237,7 +250,7 @@ __global__ void __launch_bounds__(32 * kKeyWarps) chunked_kernel(const float* co
     ptx::copy_commit();
     ptx::copy_wait<1>();
     __syncthreads();  // this chunk's rows are in; the last chunk's d is read
-    const ChunkRows& rows = sm.rows[buf];
+    const ChunkRows<DK>& rows = sm.rows[buf];
     // S₀ᵀk | S₀ᵀq over this warp's keys: S₀ᵀ as A (tile j's accumulators are k-step j's operand), k and q rows as
     // B; key index t ↔ 2t, t + 4 ↔ 2t + 1 in each 8-key step.
     float p[2][4][4] = {};  // [tile parity][token tile: k 0–7, k 8–15, q 0–7, q 8–15][accumulator]
@@ -319,28 +332,46 @@ int max_chunks(int T, int sequences) { return T / kChunk + sequences; }
 
 }  // namespace
 
+bool deltanet_chunked_takes(const DeltaNetShape& shape) {
+  const int dk = shape.key_dim;
+  return (dk == 16 || dk == 32 || dk == 64 || dk == 128) && shape.value_dim % kWarpColumns == 0 &&
+         shape.key_heads > 0 && shape.value_heads % shape.key_heads == 0 &&
+         shape.value_heads / shape.key_heads <= kMaxGroup;
+}
+
 void deltanet_recurrence_chunked(const float* conv, int T, const float* b, const float* a, int ab_stride,
                                  const float* a_log, const float* dt_bias, const DeltaNetShape& shape,
                                  const DeltaNetBatch& batch, float* prep, float* out, bool one_pass, int parts,
                                  void* stream) {
   const Dims d = dims_of(shape);
   check_batch(T, batch);
-  if (d.dk != kKeyDim || d.dv % kWarpColumns != 0 || d.group > kMaxGroup)
-    throw Error("the chunked DeltaNet prototype takes key_dim 128 and value_dim a multiple of 16");
-  if (parts & 1)
-    launch_overlapping_kernel("deltanet_chunk_prep", prep_kernel, dim3(unsigned(max_chunks(T, batch.count)),
-                              unsigned(d.nv / d.group)), dim3(kMat), 0, stream, conv, b, a, ab_stride, a_log, dt_bias,
-                              d, batch, prep);
-  if (!(parts & 2)) return;
-  const dim3 grid(unsigned(d.dv / kWarpColumns), unsigned(d.nv), unsigned(batch.count));
-  const unsigned bytes = sizeof(ChunkSmem);
-  auto launch = [&](auto kernel) {
-    allow_shared_memory_once(kernel, bytes, "deltanet_recurrence_chunked");
-    launch_overlapping_kernel("deltanet_recurrence_chunked", kernel, grid, dim3(32 * kKeyWarps), bytes, stream, conv,
-                              static_cast<const float*>(prep), d, batch, out);
+  if (!deltanet_chunked_takes(shape))
+    throw Error("the chunked DeltaNet form takes key_dim 16, 32, 64 or 128, value_dim a multiple of 16 and up to " +
+                std::to_string(kMaxGroup) + " value heads a key head");
+  if (T == 0 || batch.count == 0) return;
+  auto with_keys = [&](auto keys) {
+    constexpr int kDK = decltype(keys)::value;
+    if (parts & 1)
+      launch_overlapping_kernel("deltanet_chunk_prep", prep_kernel<kDK>,
+                                dim3(unsigned(max_chunks(T, batch.count)), unsigned(d.nv / d.group)), dim3(kMat), 0,
+                                stream, conv, b, a, ab_stride, a_log, dt_bias, d, batch, prep);
+    if (!(parts & 2)) return;
+    const dim3 grid(unsigned(d.dv / kWarpColumns), unsigned(d.nv), unsigned(batch.count));
+    const unsigned bytes = sizeof(ChunkSmem<kDK>);
+    auto launch = [&](auto kernel) {
+      allow_shared_memory_once(kernel, bytes, "deltanet_recurrence_chunked");
+      launch_overlapping_kernel("deltanet_recurrence_chunked", kernel, grid, dim3(32 * Keys<kDK>::kWarps), bytes,
+                                stream, conv, static_cast<const float*>(prep), d, batch, out);
+    };
+    if (one_pass) launch(chunked_kernel<kDK, true>);
+    else launch(chunked_kernel<kDK, false>);
   };
-  if (one_pass) launch(chunked_kernel<true>);
-  else launch(chunked_kernel<false>);
+  switch (d.dk) {
+    case 16: return with_keys(std::integral_constant<int, 16>{});
+    case 32: return with_keys(std::integral_constant<int, 32>{});
+    case 64: return with_keys(std::integral_constant<int, 64>{});
+    default: return with_keys(std::integral_constant<int, 128>{});
+  }
 }
 
 size_t deltanet_chunked_prep_floats(int T, int sequences, const DeltaNetShape& shape) {

@@ -60,7 +60,7 @@ void deltanet_recurrence(const float* conv, int T, const float* b, const float* 
 
 // Prototype: deltanet_recurrence in chunks of 16 rows from each sequence's first row on tensor cores (three TF32
 // products a pair unless one_pass), for the batch's sequences marked chunked (deltanet_recurrence takes the others);
-// key_dim 128, value_dim a multiple of 16; taps only at chunk ends (multiples of 16 rows or a sequence's last row).
+// shapes deltanet_chunked_takes; taps only at chunk ends (multiples of 16 rows or a sequence's last row).
 // `prep` holds deltanet_chunked_prep_floats(T, batch.count, shape) floats of scratch; parts: 1 its kernel, 2 the
 // state's, 3 both.
 void deltanet_recurrence_chunked(const float* conv, int T, const float* b, const float* a, int ab_stride,
@@ -68,6 +68,9 @@ void deltanet_recurrence_chunked(const float* conv, int T, const float* b, const
                                  const DeltaNetBatch& batch, float* prep, float* out, bool one_pass, int parts,
                                  void* stream);
 size_t deltanet_chunked_prep_floats(int T, int sequences, const DeltaNetShape& shape);
+// Whether deltanet_recurrence_chunked takes the shape: key_dim 16, 32, 64 or 128, value_dim a multiple of 16, up to
+// 8 value heads a key head.
+bool deltanet_chunked_takes(const DeltaNetShape& shape);
 
 // Per row and value head: RMSNorm of core [T, value_channels] over value_dim (plain weight `norm`, shape.eps) ×
 // SiLU(z[r·z_stride + channel]) → bf16 out [T, value_channels].
