@@ -204,6 +204,9 @@ class Engine {
   // Recurrent-state snapshots (engine_snapshots.cpp): where this round's chunks take them (stride positions for the
   // prompt cache, every row of a verify window to roll back to), handing them to the cache, keeping a stream's
   // computed prefix (with its state) in the cache, rolling a window back, and restoring an adopted state.
+  // Whether the prompt cache may keep a stream's state at `position`: any position, or for a model with aligned prompt
+  // chunks one inside the prompt at a chunk end (other states came from arithmetic a fresh prompt does not run).
+  bool cacheable_state(const Stream& s, int position) const;
   void plan_state_snapshots(const std::vector<RoundItem>& items);
   void keep_state_snapshots(Stream& s);
   // Free pool pages for one snapshot a forward pass writes into; none when the pool lacks them.
@@ -232,6 +235,7 @@ class Engine {
   std::unique_ptr<PromptCache> cache_;
   bool state_slots_ = false;  // the model carries recurrent state: one slot per admitted stream
   int state_stride_ = 0;      // positions between the state snapshots streams take for the prompt cache (0 → none)
+  int align_ = 1;             // prompt chunks end at multiples of this (Model::prompt_alignment)
   int stream_positions_ = 0;
   mutable std::mutex mu_;
   std::condition_variable wake_;

@@ -128,7 +128,7 @@ void Engine::release_state_slot(Stream& s) {
 
 std::vector<RoundItem> Engine::plan_within_pool(std::vector<Stream*>& order) {
   for (;;) {
-    auto items = plan_round(order, options_.prefill_chunk, options_.round_tokens, options_.prefill_first);
+    auto items = plan_round(order, options_.prefill_chunk, options_.round_tokens, options_.prefill_first, align_);
     bool fits = true;
     for (const auto& it : items) fits = fits && grow_pages(*it.stream, it.begin + it.count);
     if (fits) {

@@ -25,6 +25,7 @@ SequenceChunk Engine::chunk_for(const Stream& s, int begin, int count, bool samp
   c.rope_delta = req.rope_delta;
   c.state_slot = s.state_slot;
   c.state_snapshots = s.snapshot_targets;
+  c.prompt = begin + count <= s.prompt_len;
   if (!req.mrope_positions.empty() && begin < s.prompt_len) {
     if (begin + count > s.prompt_len) throw Error("a chunk spans the end of a multimodal prompt");
     c.mrope_positions = std::span<const int32_t>(req.mrope_positions.data() + size_t(begin) * 3, size_t(count) * 3);

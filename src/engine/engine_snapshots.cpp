@@ -13,6 +13,10 @@
 
 namespace fs {
 
+bool Engine::cacheable_state(const Stream& s, int position) const {
+  return align_ == 1 || (position <= s.prompt_len && position % align_ == 0);
+}
+
 void Engine::plan_state_snapshots(const std::vector<RoundItem>& items) {
   if (!state_slots_) return;
   const size_t floats = pool_->state_floats();
@@ -27,7 +31,8 @@ void Engine::plan_state_snapshots(const std::vector<RoundItem>& items) {
     s.window_end = it.drafted > 0 ? end : 0;
     std::vector<int> cached;
     if (caching)
-      for (int p = (it.begin / state_stride_ + 1) * state_stride_; p <= end; p += state_stride_) cached.push_back(p);
+      for (int p = (it.begin / state_stride_ + 1) * state_stride_; p <= end; p += state_stride_)
+        if (cacheable_state(s, p)) cached.push_back(p);
     // A window of 1 + drafted rows may keep any first n of them: the state after each row but the last.
     for (int p = it.begin + 1; p <= end; ++p) {
       const bool for_cache = std::binary_search(cached.begin(), cached.end(), p);
@@ -104,7 +109,8 @@ void Engine::keep_in_cache(Stream& s) {
   if (!cache_) return;
   std::vector<float> copy;
   StateSource state;
-  if (state_stride_ > 0 && s.state_slot >= 0 && s.computed > 0) state = state_at_computed(s, copy);
+  if (state_stride_ > 0 && s.state_slot >= 0 && s.computed > 0 && cacheable_state(s, s.computed))
+    state = state_at_computed(s, copy);
   keep_state_snapshots(s);
   cache_->insert(s.keys, s.computed, s.pages, state);
 }
@@ -117,7 +123,7 @@ void Engine::park_in_cache(Stream& s) {
   }
   std::vector<float> copy;
   StateSource state;
-  if (s.state_slot >= 0 && s.computed > 0) state = state_at_computed(s, copy);
+  if (s.state_slot >= 0 && s.computed > 0 && cacheable_state(s, s.computed)) state = state_at_computed(s, copy);
   keep_state_snapshots(s);
   // The pages first, then the state (the slot is still the stream's), which may take pages it has just given up.
   const int kept = cache_->insert(s.keys, s.computed, s.pages);

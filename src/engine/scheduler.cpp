@@ -4,6 +4,15 @@
 
 namespace fs {
 
+int aligned_chunk_length(const Stream& s, int n, int align) {
+  if (align <= 1 || s.computed >= s.prompt_len) return n;
+  const int end = s.computed + n;
+  if (end >= s.prompt_len) return s.prompt_len - s.computed;
+  const int aligned = end / align * align;
+  if (aligned > s.computed) return aligned - s.computed;
+  return std::min((s.computed / align + 1) * align, s.prompt_len) - s.computed;
+}
+
 int next_chunk_length(const Stream& s, int prefill_chunk) {
   if (decoding(s)) return 1;
   int n = std::min(s.pending(), prefill_chunk);
@@ -16,7 +25,7 @@ bool prompt_work_left(const std::vector<Stream*>& streams) {
 }
 
 std::vector<RoundItem> plan_round(const std::vector<Stream*>& streams, int prefill_chunk, int round_tokens,
-                                  bool hold_decode) {
+                                  bool hold_decode, int align) {
   std::vector<RoundItem> items;
   int budget = round_tokens;
   const bool held = hold_decode && prompt_work_left(streams);
@@ -30,7 +39,7 @@ std::vector<RoundItem> plan_round(const std::vector<Stream*>& streams, int prefi
   for (Stream* s : streams) {
     if (s->pending() <= 0 || decoding(*s)) continue;
     if (budget <= 0 && !items.empty()) break;
-    int n = std::min(next_chunk_length(*s, prefill_chunk), std::max(budget, 1));
+    const int n = aligned_chunk_length(*s, std::min(next_chunk_length(*s, prefill_chunk), std::max(budget, 1)), align);
     items.push_back({s, s->computed, n, n == s->pending()});
     budget -= n;
   }

@@ -47,6 +47,7 @@ struct SequenceChunk {
   // start_pos + i, takes rotary position start_pos + its depth, and attends to the committed positions then its
   // ancestors and itself, root first. Only models whose supports_row_parents() is true accept it.
   std::span<const int32_t> row_parents;
+  bool prompt = false;  // every row is a prompt row (see Model::prompt_alignment)
 };
 
 // How the engine wants one logit row back: its logits (sampled on the host) or a token the model picks itself.
@@ -104,6 +105,9 @@ class Model {
   virtual bool supports_row_parents() const { return false; }
   // Rows a forward pass runs for little more than the price of one: speculative drafting fills rounds up to it.
   virtual int cheap_round_rows() const { return 1; }
+  // Prompt chunks must end at multiples of this many positions (or at the prompt's end): the model gives prompt rows
+  // an arithmetic of its own in chunks of this size, so whole and chunked prompts agree only on those ends.
+  virtual int prompt_alignment() const { return 1; }
   // forward() with one RowSampling per logit row; the default returns every row's logits (ids all -1).
   virtual SampledForward forward_sampled(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
                                          KvPool& pool);

@@ -130,4 +130,26 @@ TEST(RoundPlanner, NextChunkLength) {
 }
 
 }  // namespace
+TEST(RoundPlanner, AlignedPromptChunksEndAtMultiplesOfTheAlignmentOrThePromptEnd) {
+  // A 50-position prompt with 16-position alignment: the chunk, the budget and a small prefill chunk are cut back to
+  // 16-position ends (or taken up to one); the last chunk ends at the prompt; generated positions are not aligned.
+  Stream a = stream(50, 3, 0);
+  EXPECT_EQ(aligned_chunk_length(a, 40, 16), 32);
+  EXPECT_EQ(aligned_chunk_length(a, 5, 16), 16);
+  EXPECT_EQ(aligned_chunk_length(a, 50, 16), 50);
+  EXPECT_EQ(aligned_chunk_length(a, 40, 1), 40);
+  std::vector<Stream*> streams{&a};
+  expect_plan(plan_round(streams, 40, 64, false, 16), {{&a, 0, 32, false, 0}});
+  expect_plan(plan_round(streams, 5, 64, false, 16), {{&a, 0, 16, false, 0}});
+  expect_plan(plan_round(streams, 64, 20, false, 16), {{&a, 0, 16, false, 0}});
+  a.computed = 16;
+  expect_plan(plan_round(streams, 64, 3, false, 16), {{&a, 16, 16, false, 0}});
+  expect_plan(plan_round(streams, 64, 30, false, 16), {{&a, 16, 16, false, 0}});
+  expect_plan(plan_round(streams, 64, 40, false, 16), {{&a, 16, 34, false, 0}});
+  a.computed = 48;
+  expect_plan(plan_round(streams, 64, 64, false, 16), {{&a, 48, 2, false, 0}});
+  a.computed = 50;
+  expect_plan(plan_round(streams, 2, 64, false, 16), {{&a, 50, 2, false, 0}});
+}
+
 }  // namespace fs
