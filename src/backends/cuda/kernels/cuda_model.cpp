@@ -93,6 +93,9 @@ class CudaModel final : public Model {
         program_(std::move(program)),
         states_(program_.memory.state_floats) {
     check_runnable(program_);
+    chunked_prompts_ = has_state() && std::all_of(program_.layers.begin(), program_.layers.end(), [](const auto& L) {
+      return !L.deltanet || k::deltanet_chunked_takes(L.deltanet->shape);
+    });
     weights_ = spread ? cuda::synthesize_weights(program_, *spread, stream_.handle())
                       : cuda::upload_weights(program_, *ck_, stage_, stream_.handle());
     stream_.synchronize();
@@ -212,6 +215,8 @@ class CudaModel final : public Model {
   int cheap_round_rows() const override { return 16; }
   // Tree rows attend along their parents (attention's PagedKv::row_tree); recurrent layers run rows in order.
   bool supports_row_parents() const override { return !has_state(); }
+  // Prompt rows of a model with DeltaNet layers take the delta rule's chunked form, in chunks at multiples of 16.
+  int prompt_alignment() const override { return chunked_prompts_ ? kChunkRows : 1; }
 
   SampledForward forward_sampled(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
                                  KvPool& pool) override {
@@ -317,6 +322,7 @@ class CudaModel final : public Model {
   }
 
   bool has_state() const { return program_.memory.has_state(); }
+  static constexpr int kChunkRows = 16;  // rows of the delta rule's chunked form (deltanet_recurrence_chunked)
 
   int kv_layers() const { return program_.memory.kv_layers; }
   int ranks() const { return where_.ranks(); }
@@ -388,7 +394,7 @@ class CudaModel final : public Model {
       check_chunk_fits(ch, P);
       if (has_state()) {
         p.state.add_chunk(ch, p.rows, states_.slot_floats(ch.state_slot), state_floats(),
-                          size_t(where_.rank) * state_floats());
+                          size_t(where_.rank) * state_floats(), chunked_prompts_ && ch.prompt);
       }
       for (int32_t page : ch.pages)
         if (page < 0 || size_t(page) * size_t(P) >= pool_slots_) throw Error("KV page id outside the pool");
@@ -427,6 +433,7 @@ class CudaModel final : public Model {
     CUdeviceptr x, xn, act, qkv, q, gu, states, lastn, logits, ids, meta, desc;
     CUdeviceptr partial, gathered, part_logits;  // tensor parallelism: a rank's partial sums and the ranks' gathered
     CUdeviceptr logprobs;                        // a k::LogprobRecord per logit row
+    CUdeviceptr prep;                            // the chunked delta rule's state-free part
   };
 
   // The widest buffer each mixer needs per row over the program's layers (floats or bf16 elements).
@@ -469,7 +476,19 @@ class CudaModel final : public Model {
             parallel() ? t * H * 4 : 0,
             parallel() ? size_t(ranks()) * std::max(t * H, r * head_rows()) * 4 : 0,
             parallel() ? r * head_rows() * 4 : 0,
-            r * sizeof(k::LogprobRecord)};
+            r * sizeof(k::LogprobRecord),
+            chunked_prep_bytes(T)};
+  }
+
+  // The chunked delta rule's scratch for a pass of T rows: every chunk of its prompt sequences (at most one a state
+  // slot) for the widest DeltaNet layer.
+  size_t chunked_prep_bytes(int T) const {
+    size_t most = 0;
+    if (chunked_prompts_)
+      for (const LayerProgram& L : program_.layers)
+        if (L.deltanet)
+          most = std::max(most, k::deltanet_chunked_prep_floats(T, states_.slots() + 1, L.deltanet->shape) * 4);
+    return most;
   }
 
   static size_t scratch_need(const std::vector<size_t>& sizes) {
@@ -480,9 +499,10 @@ class CudaModel final : public Model {
 
   static Scratch carve(cuda::DeviceArena& arena, const std::vector<size_t>& sizes) {
     arena.release_to(0);
-    CUdeviceptr p[16];
+    CUdeviceptr p[17];
     for (size_t i = 0; i < sizes.size(); ++i) p[i] = arena.allocate(std::max<size_t>(sizes[i], 16), "scratch").ptr;
-    return {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]};
+    return {p[0], p[1], p[2],  p[3],  p[4],  p[5],  p[6],  p[7], p[8],
+            p[9], p[10], p[11], p[12], p[13], p[14], p[15], p[16]};
   }
 
   // Scratch of an eager pass, grown when a pass needs more.
@@ -559,6 +579,7 @@ class CudaModel final : public Model {
     int sequences;           // DeltaNet sequences in the descriptor block
     float* snapshots;        // device snapshot buffer of the pass's taps, or null
     int lone_rows;           // leading rows that attention runs one per CTA (Plan::lone_rows)
+    bool chunked;            // some DeltaNet sequences take the chunked form (StateRows::chunked)
   };
 
   // x += o(attention(q/k/v of xn)), gated by sigmoid(gate) when the step has an output gate.
@@ -599,6 +620,10 @@ class CudaModel final : public Model {
     k::deltanet_conv_normalized(fused, W, T, at<float>(D.conv), sh, batch, at<float>(s.q), st);
     k::deltanet_recurrence(at<float>(s.q), T, fused + C + V, fused + C + V + nv, W, at<float>(D.a_log),
                            at<float>(D.dt_bias), sh, batch, at<float>(s.gu), st);
+    if (in.chunked)
+      k::deltanet_recurrence_chunked(at<float>(s.q), T, fused + C + V, fused + C + V + nv, W, at<float>(D.a_log),
+                                     at<float>(D.dt_bias), sh, batch, at<float>(s.prep), at<float>(s.gu), false, 3,
+                                     st);
     k::deltanet_gated_norm(at<float>(s.gu), fused + C, W, at<float>(D.norm), T, sh, at<uint16_t>(s.act), st);
     residual_gemm(s, D.w_out, T, V, st);
   }
@@ -664,7 +689,8 @@ class CudaModel final : public Model {
                         at<float>(s.meta) + L.sin,
                         sequences,
                         snapshots,
-                        plan ? plan->lone_rows : 0};
+                        plan ? plan->lone_rows : 0,
+                        plan && plan->state.chunked > 0};
     const auto* params = reinterpret_cast<const k::SampleRow*>(meta + L.sample);
     const int layers = int(program_.layers.size());
     round_.reset();
@@ -789,7 +815,7 @@ class CudaModel final : public Model {
     if (T == 0) return out;
     const cuda::CUstream st = stream_.handle();
     const int bucket = cuda::decode_bucket(T);
-    const bool graph = graphs_on_ && !states && p.decode_only && R == T && bucket > 0 &&
+    const bool graph = graphs_on_ && !states && p.decode_only && p.state.chunked == 0 && R == T && bucket > 0 &&
                        p.pages.size() + 1 <= decode_page_capacity() && p.state.taps.empty();
     Scratch eager{};
     const Scratch* sp = &eager;
@@ -850,6 +876,7 @@ class CudaModel final : public Model {
   size_t slots_ = 0, pool_slots_ = 0;
   int32_t dummy_page_ = 0;
   bool graphs_on_ = true;
+  bool chunked_prompts_ = false;  // every DeltaNet layer takes the chunked form (prompt_alignment)
   ModelProgram program_;
   mutable RotaryAngleCache angles_{program_.rotary};  // the meta block's cos/sin rows
   cuda::DeviceStateSlots states_;

@@ -11,7 +11,7 @@ namespace fs::cuda {
 namespace k = kernels;
 
 void StateRows::add_chunk(const SequenceChunk& ch, int first_row, int64_t slot_floats, size_t state_floats,
-                          size_t target_offset) {
+                          size_t target_offset, bool chunked) {
   k::DeltaNetSeq s;
   s.first_row = first_row;
   s.rows = int(ch.tokens.size());
@@ -19,6 +19,8 @@ void StateRows::add_chunk(const SequenceChunk& ch, int first_row, int64_t slot_f
   s.fresh = ch.start_pos == 0 ? 1 : 0;
   s.first_tap = int(taps.size());
   s.tap_count = int(ch.state_snapshots.size());
+  s.chunked = chunked ? 1 : 0;
+  this->chunked += s.chunked;
   for (const StateSnapshotTarget& t : ch.state_snapshots) {
     taps.push_back({t.position - ch.start_pos, int64_t(taps.size()) * int64_t(state_floats)});
     tap_targets.push_back(t.pages.empty() ? t.state + target_offset : nullptr);

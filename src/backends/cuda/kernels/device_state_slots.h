@@ -19,11 +19,13 @@ struct StateRows {
   std::vector<kernels::DeltaNetSnapshot> taps;
   std::vector<float*> tap_targets;  // host destination of each tap (state_floats floats), null for one into pages
   std::vector<std::span<const int32_t>> tap_pages;  // the snapshot pages of each tap that goes into pages
+  int chunked = 0;  // sequences marked for the chunked form (prompt rows of a model that aligns them)
 
   // Adds a chunk whose rows start at `first_row`; `slot_floats` is its state slot's offset in floats; its snapshots
-  // land `target_offset` floats into their host targets (a tensor-parallel rank's share).
+  // land `target_offset` floats into their host targets (a tensor-parallel rank's share). `chunked`: its rows take
+  // the chunked form of the delta rule.
   void add_chunk(const SequenceChunk& chunk, int first_row, int64_t slot_floats, size_t state_floats,
-                 size_t target_offset);
+                 size_t target_offset, bool chunked = false);
   // Adds `count` one-row sequences from `first_row` on, fresh, all in the padding slot.
   void add_padding(int first_row, int count, int64_t padding_floats);
   // Bytes of the descriptor block for `rows` rows (at most one sequence and one tap per row).
@@ -42,6 +44,7 @@ class DeviceStateSlots {
   size_t state_floats() const { return state_floats_; }
   int64_t slot_floats(int32_t slot) const;
   int64_t padding_floats() const { return int64_t(slots_) * int64_t(state_floats_); }
+  int slots() const { return slots_; }  // state slots of the attached pool (0 before)
   float* base() const;
   // Device floats for `taps` snapshots, grown as needed.
   float* snapshot_buffer(size_t taps, CUstream stream);

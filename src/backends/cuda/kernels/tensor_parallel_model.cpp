@@ -66,6 +66,7 @@ class TensorParallelModel final : public Model {
   bool samples_on_device() const override { return first().samples_on_device(); }
   int cheap_round_rows() const override { return first().cheap_round_rows(); }
   bool supports_row_parents() const override { return first().supports_row_parents(); }
+  int prompt_alignment() const override { return first().prompt_alignment(); }
   // Per GPU: a rank's weights, page bytes and scratch; the least free memory of any rank.
   size_t weight_bytes() const override { return first().weight_bytes(); }
   size_t kv_page_bytes(int page_tokens) const override { return first().kv_page_bytes(page_tokens); }
