@@ -208,9 +208,11 @@ struct Direct {
     for (int i = 0; i < positions / 16 + 1; ++i) pages.push_back(*pool.allocate());
     if (m.memory_spec().has_state()) slot = *pool.allocate_state();
   }
-  std::vector<float> run(const std::vector<int32_t>& ids, int start) {
+  // `ids` from position `start`: prompt rows (the model may give them an arithmetic of their own) or decode rows.
+  std::vector<float> run(const std::vector<int32_t>& ids, int start, bool prompt) {
     SequenceChunk c{ids, start, pages};
     c.state_slot = slot;
+    c.prompt = prompt;
     return model.forward(std::span<const SequenceChunk>(&c, 1), pool);
   }
 };
@@ -220,7 +222,7 @@ struct Direct {
 void verify_windows(Model& model, std::mt19937& rng) {
   const int context = 512;
   Direct d(model, context + 32);
-  d.run(random_ids(rng, context, model.config().vocab_size), 0);
+  d.run(random_ids(rng, context, model.config().vocab_size), 0, true);
   double one_row = 0;
   for (int rows : {1, 2, 4, 8, 16}) {
     const auto ids = random_ids(rng, rows, model.config().vocab_size);
@@ -258,6 +260,7 @@ void decode_rounds(Model& model, std::mt19937& rng, int max_rows, bool only_larg
       if (model.memory_spec().has_state()) slots[size_t(r)] = *pool.allocate_state();
       SequenceChunk c{random_ids(rng, context, model.config().vocab_size), 0, pages[size_t(r)]};
       c.state_slot = slots[size_t(r)];
+      c.prompt = true;
       (void)model.forward(std::span<const SequenceChunk>(&c, 1), pool);
     }
     std::vector<RowSampling> greedy(static_cast<size_t>(rows), RowSampling{});
@@ -299,7 +302,7 @@ struct Batch1Decode {
 Batch1Decode batch1_decode(Model& model, std::mt19937& rng, int steps, bool host_pick = false) {
   Direct d(model, 64 + steps + 16);
   auto ids = random_ids(rng, 32, model.config().vocab_size);
-  int32_t id = argmax(d.run(ids, 0));
+  int32_t id = argmax(d.run(ids, 0, true));
   int pos = int(ids.size());
   std::vector<RowSampling> greedy(1);
   greedy[0].mode = RowSampling::Mode::Greedy;
@@ -309,7 +312,7 @@ Batch1Decode batch1_decode(Model& model, std::mt19937& rng, int steps, bool host
     if (i == 8) s = Clock::now();  // the first steps warm up
     sha.update(&id, sizeof id);
     if (host_pick) {
-      id = argmax(d.run({id}, pos++));
+      id = argmax(d.run({id}, pos++, false));
       continue;
     }
     const std::vector<int32_t> token{id};
@@ -581,11 +584,11 @@ int bench(int argc, char** argv) {
   {
     Direct d(*model, prefill + 64);
     auto ids = random_ids(rng, prefill, config.vocab_size);
-    d.run(ids, 0);
+    d.run(ids, 0, true);
     std::vector<double> times;
     for (int i = 0; i < 3; ++i) {
       auto s = Clock::now();
-      d.run(ids, 0);
+      d.run(ids, 0, true);
       times.push_back(seconds_since(s));
     }
     std::sort(times.begin(), times.end());

@@ -56,6 +56,7 @@ double target_round(Model& model, int streams, std::mt19937& rng) {
     for (int i = 0; i < per; ++i) p.push_back(*pool.allocate());
     const auto prompt = random_ids(rng, kContext, model.config().vocab_size);
     SequenceChunk c{prompt, 0, p};
+    c.prompt = true;
     (void)model.forward(std::span<const SequenceChunk>(&c, 1), pool);
   }
   const auto ids = random_ids(rng, streams, model.config().vocab_size);
