@@ -13,11 +13,11 @@ int aligned_chunk_length(const Stream& s, int n, int align) {
   return std::min((s.computed / align + 1) * align, s.prompt_len) - s.computed;
 }
 
-int next_chunk_length(const Stream& s, int prefill_chunk) {
+int next_chunk_length(const Stream& s, int prefill_chunk, int align) {
   if (decoding(s)) return 1;
   int n = std::min(s.pending(), prefill_chunk);
   if (s.computed < s.prompt_len) n = std::min(n, s.prompt_len - s.computed);
-  return n;
+  return aligned_chunk_length(s, n, align);
 }
 
 bool prompt_work_left(const std::vector<Stream*>& streams) {
@@ -39,7 +39,8 @@ std::vector<RoundItem> plan_round(const std::vector<Stream*>& streams, int prefi
   for (Stream* s : streams) {
     if (s->pending() <= 0 || decoding(*s)) continue;
     if (budget <= 0 && !items.empty()) break;
-    const int n = aligned_chunk_length(*s, std::min(next_chunk_length(*s, prefill_chunk), std::max(budget, 1)), align);
+    const int unbudgeted = next_chunk_length(*s, prefill_chunk, align);
+    const int n = aligned_chunk_length(*s, std::min(unbudgeted, std::max(budget, 1)), align);
     items.push_back({s, s->computed, n, n == s->pending()});
     budget -= n;
   }

@@ -16,8 +16,9 @@ struct RoundItem {
 };
 
 // Positions of the stream's next chunk without a round budget: one decode row, or its pending positions up to
-// `prefill_chunk`, never across the end of the prompt (a prompt's M-RoPE positions and image features stop there).
-int next_chunk_length(const Stream& s, int prefill_chunk);
+// `prefill_chunk`, never across the end of the prompt (a prompt's M-RoPE positions and image features stop there),
+// aligned as aligned_chunk_length says. A round's budget only shortens it.
+int next_chunk_length(const Stream& s, int prefill_chunk, int align = 1);
 // `n` positions from the stream's next one, cut back so a prompt chunk ends at a multiple of `align` or at the
 // prompt's end (Model::prompt_alignment), or taken up to the next such end when shorter.
 int aligned_chunk_length(const Stream& s, int n, int align);

@@ -33,6 +33,11 @@ TEST(Admission, PagesForTheNextChunkCountOnlyPagesNotHeld) {
   EXPECT_EQ(pages_for_next_chunk(stream(40, 0, 16, 2), 64, 16), 1);
   EXPECT_EQ(pages_for_next_chunk(stream(40, 3, 42, 3), 64, 16), 0);  // position 42 lies in page 2
   EXPECT_EQ(pages_for_next_chunk(stream(40, 9, 48, 3), 64, 16), 1);  // position 48 opens page 3
+  // With prompt chunks aligned to 16 positions a 5-position chunk is taken up to 16: four pages of 4, not two.
+  EXPECT_EQ(pages_for_next_chunk(stream(40, 0, 0, 0), 5, 4), 2);
+  EXPECT_EQ(pages_for_next_chunk(stream(40, 0, 0, 0), 5, 4, 16), 4);
+  EXPECT_EQ(pages_to_admit(stream(40, 0, 0, 0), 5, 4, 16), 4);
+  EXPECT_EQ(pages_to_reserve(stream(40, 0, 0, 0), 5, 4, 256, 16), 4);
 }
 
 TEST(Admission, AStreamBackInTheQueueWaitsForAllItsPositions) {

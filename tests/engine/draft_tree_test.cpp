@@ -9,6 +9,7 @@
 #include "engine/drafters/model_drafter.h"
 #include "engine/drafters/ngram_drafter.h"
 #include "engine_runner.h"
+#include "forwarding_model.h"
 #include "fortune_drafting.h"
 #include "io/safetensors.h"
 #include "support/fixtures.h"
@@ -17,22 +18,12 @@ namespace fs::test {
 namespace {
 
 // The CPU model as the engine sees it, with or without row parents; every call goes to the real model.
-class RowParentsModel final : public Model {
+class RowParentsModel final : public ForwardingModel {
  public:
-  RowParentsModel(Model& inner, bool parents) : inner_(inner), parents_(parents) {}
-  const ModelConfig& config() const override { return inner_.config(); }
-  std::vector<float> forward(std::span<const SequenceChunk> chunks, KvPool& pool) override {
-    return inner_.forward(chunks, pool);
-  }
-  std::vector<float> hidden_states(const SequenceChunk& chunk, KvPool& pool) override {
-    return inner_.hidden_states(chunk, pool);
-  }
+  RowParentsModel(Model& inner, bool parents) : ForwardingModel(inner), parents_(parents) {}
   bool supports_row_parents() const override { return parents_; }
-  size_t weight_bytes() const override { return inner_.weight_bytes(); }
-  SequenceMemorySpec memory_spec() const override { return inner_.memory_spec(); }
 
  private:
-  Model& inner_;
   bool parents_;
 };
 

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "engine_runner.h"
+#include "forwarding_model.h"
 #include "io/safetensors.h"
 #include "support/fixtures.h"
 
@@ -15,34 +16,27 @@ namespace {
 
 // The CPU model as the engine sees it when prompt chunks must end at multiples of 16 positions; every call goes to the
 // real model, and each chunk's start, length and prompt mark are recorded.
-class AlignedModel final : public Model {
+class AlignedModel final : public ForwardingModel {
  public:
   struct Chunk {
     int start, rows;
     bool prompt;
   };
-  explicit AlignedModel(Model& inner) : inner_(inner) {}
-  const ModelConfig& config() const override { return inner_.config(); }
+  using ForwardingModel::ForwardingModel;
   std::vector<float> forward(std::span<const SequenceChunk> chunks, KvPool& pool) override {
     {
       std::lock_guard lock(mutex_);
       for (const SequenceChunk& c : chunks) seen_.push_back({c.start_pos, int(c.tokens.size()), c.prompt});
     }
-    return inner_.forward(chunks, pool);
-  }
-  std::vector<float> hidden_states(const SequenceChunk& chunk, KvPool& pool) override {
-    return inner_.hidden_states(chunk, pool);
+    return ForwardingModel::forward(chunks, pool);
   }
   int prompt_alignment() const override { return 16; }
-  size_t weight_bytes() const override { return inner_.weight_bytes(); }
-  SequenceMemorySpec memory_spec() const override { return inner_.memory_spec(); }
   std::vector<Chunk> seen() {
     std::lock_guard lock(mutex_);
     return seen_;
   }
 
  private:
-  Model& inner_;
   std::mutex mutex_;
   std::vector<Chunk> seen_;
 };

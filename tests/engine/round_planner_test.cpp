@@ -138,6 +138,8 @@ TEST(RoundPlanner, AlignedPromptChunksEndAtMultiplesOfTheAlignmentOrThePromptEnd
   EXPECT_EQ(aligned_chunk_length(a, 5, 16), 16);
   EXPECT_EQ(aligned_chunk_length(a, 50, 16), 50);
   EXPECT_EQ(aligned_chunk_length(a, 40, 1), 40);
+  EXPECT_EQ(next_chunk_length(a, 40, 16), 32);
+  EXPECT_EQ(next_chunk_length(a, 5, 16), 16);
   std::vector<Stream*> streams{&a};
   expect_plan(plan_round(streams, 40, 64, false, 16), {{&a, 0, 32, false, 0}});
   expect_plan(plan_round(streams, 5, 64, false, 16), {{&a, 0, 16, false, 0}});
