@@ -399,7 +399,7 @@ TEST(CudaDeltaNet, ChunkedEqualsWholeBitForBit) {
     }
 }
 
-// The tensor-core form in chunks of 16 rows (prototype) against the token loop, within float tolerance.
+// The tensor-core form in chunks of 16 rows against the token loop, within float tolerance.
 TEST(CudaDeltaNet, ChunkedFormMatchesTheTokenLoop) {
   FS_REQUIRE_GPU();
   std::mt19937 rng(21);

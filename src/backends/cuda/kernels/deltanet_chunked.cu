@@ -1,4 +1,4 @@
-// Prototype of the gated delta rule in chunks of 16 rows anchored at each sequence's first row, on tensor cores.
+// The gated delta rule in chunks of 16 rows anchored at each sequence's first row, on tensor cores (prompt rows).
 // A first kernel takes every (chunk, value head) at once: the chunk's cumulative log decays G, β, the decayed
 // q·k products and T⁻¹ = (I + diag(β) (e^(G_t − G_j) k_t·k_j)_{j<t})⁻¹, none of which depend on the state. The
 // second runs a block per (sequence, value head, 16 state columns), four warps each holding S₀ᵀ for a quarter of
@@ -37,7 +37,7 @@ constexpr int kPrepFloats = 2 * kMat + 2 * kChunk;  // T⁻¹, decayed q·k, G, 
 
 // --- the state-free part, every chunk at once ---
 
-constexpr int kMaxGroup = 8;  // value heads a key head serves, at most, in the prototype
+constexpr int kMaxGroup = 8;  // value heads a key head serves, at most
 
 // Chunks of a sequence's rows (the last may be partial); none unless it is marked chunked.
 __device__ __forceinline__ int chunks_of(const DeltaNetSeq& s) {

@@ -58,7 +58,7 @@ void deltanet_recurrence(const float* conv, int T, const float* b, const float* 
                          const float* dt_bias, const DeltaNetShape& shape, const DeltaNetBatch& batch, float* out,
                          void* stream);
 
-// Prototype: deltanet_recurrence in chunks of 16 rows from each sequence's first row on tensor cores (three TF32
+// deltanet_recurrence in chunks of 16 rows from each sequence's first row on tensor cores (three TF32
 // products a pair unless one_pass), for the batch's sequences marked chunked (deltanet_recurrence takes the others);
 // shapes deltanet_chunked_takes; taps only at chunk ends (multiples of 16 rows or a sequence's last row).
 // `prep` holds deltanet_chunked_prep_floats(T, batch.count, shape) floats of scratch; parts: 1 its kernel, 2 the
