@@ -12,6 +12,7 @@
 #include "engine/row_sampling.h"
 #include "engine/sampler.h"
 #include "engine_runner.h"
+#include "forwarding_model.h"
 #include "io/safetensors.h"
 #include "models/kv_pool.h"
 #include "support/fixtures.h"
@@ -20,19 +21,11 @@ namespace fs::test {
 namespace {
 
 // Delegates the forward to a CPU model and picks the tokens of Greedy and Draw rows on the host.
-class ProbeModel final : public Model {
+class ProbeModel final : public ForwardingModel {
  public:
   // `lie`: ids for rows that asked for logits; `drop_logprobs`: no logprobs for rows that asked for them.
   explicit ProbeModel(Model& inner, bool lie = false, bool drop_logprobs = false)
-      : inner_(inner), lie_(lie), drop_logprobs_(drop_logprobs) {}
-  const ModelConfig& config() const override { return inner_.config(); }
-  std::vector<float> forward(std::span<const SequenceChunk> chunks, KvPool& pool) override {
-    return inner_.forward(chunks, pool);
-  }
-  std::vector<float> hidden_states(const SequenceChunk& chunk, KvPool& pool) override {
-    return inner_.hidden_states(chunk, pool);
-  }
-  size_t weight_bytes() const override { return inner_.weight_bytes(); }
+      : ForwardingModel(inner), lie_(lie), drop_logprobs_(drop_logprobs) {}
   bool samples_on_device() const override { return true; }
 
   SampledForward forward_sampled(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
@@ -76,7 +69,6 @@ class ProbeModel final : public Model {
   }
 
  private:
-  Model& inner_;
   bool lie_, drop_logprobs_;
   std::mutex mu_;
   std::array<int, 3> modes_{};

@@ -10,14 +10,15 @@
 
 #include "core/error.h"
 #include "engine_runner.h"
+#include "forwarding_model.h"
 
 namespace fs::test {
 namespace {
 
 // Wraps a real model and throws where a test arms it; the first forward pass can be held until released.
-class FaultyModel : public Model {
+class FaultyModel : public ForwardingModel {
  public:
-  explicit FaultyModel(Model& inner) : inner_(inner) {}
+  explicit FaultyModel(Model& inner) : ForwardingModel(inner) {}
 
   std::atomic<int> fail_forward_call{-1};  // the forward pass (counted from 0) that throws
   std::atomic<bool> fail_copy{false}, fail_save{false};
@@ -29,13 +30,6 @@ class FaultyModel : public Model {
     cv_.notify_all();
   }
 
-  const ModelConfig& config() const override { return inner_.config(); }
-  std::vector<float> forward(std::span<const SequenceChunk> chunks, KvPool& pool) override {
-    return inner_.forward(chunks, pool);
-  }
-  std::vector<float> hidden_states(const SequenceChunk& chunk, KvPool& pool) override {
-    return inner_.hidden_states(chunk, pool);
-  }
   bool samples_on_device() const override { return inner_.samples_on_device(); }
   SampledForward forward_sampled(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
                                  KvPool& pool) override {
@@ -47,7 +41,6 @@ class FaultyModel : public Model {
     if (call == fail_forward_call) throw Error("injected forward fault");
     return inner_.forward_sampled(chunks, rows, pool);
   }
-  size_t weight_bytes() const override { return inner_.weight_bytes(); }
   bool kv_on_host() const override { return inner_.kv_on_host(); }
   void attach_pool(KvPool& pool) override { inner_.attach_pool(pool); }
   void copy_kv_positions(KvPool& pool, int32_t from, int32_t to, int positions) override {
@@ -61,7 +54,6 @@ class FaultyModel : public Model {
   void load_kv_page(KvPool& pool, int32_t page, const float* src) override { inner_.load_kv_page(pool, page, src); }
 
  private:
-  Model& inner_;
   std::atomic<int> calls_{0};
   std::mutex mu_;
   std::condition_variable cv_;

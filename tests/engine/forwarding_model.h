@@ -17,7 +17,7 @@ class ForwardingModel : public Model {
   size_t weight_bytes() const override { return inner_.weight_bytes(); }
   SequenceMemorySpec memory_spec() const override { return inner_.memory_spec(); }
 
- private:
+ protected:
   Model& inner_;
 };
 

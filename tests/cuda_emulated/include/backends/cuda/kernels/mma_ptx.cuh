@@ -43,6 +43,23 @@ inline void enqueue(void* smem, const void* gmem, int bytes, bool valid) {
   emulated::current().open_group.push_back({smem, gmem, bytes, valid});
 }
 
+// One mma step of the warp: the first lane past the exchange has `fill(all, product)` write the 16×8 product of the
+// six words each lane posted; every lane adds its four elements to c.
+template <class Fill>
+inline void mma_step(float (&c)[4], const uint32_t (&mine)[6], Fill fill) {
+  const uint32_t* all = emulated::post(mine, 6);
+  emulated::Block& block = emulated::block();
+  const size_t w = size_t(emulated::warp());
+  float* product = block.tiles.data() + w * 128;
+  if (block.tile_generation[w] != block.warp_generation[w]) {
+    block.tile_generation[w] = block.warp_generation[w];
+    fill(all, product);
+  }
+  const int lane = emulated::lane();
+  for (int e = 0; e < 4; ++e) c[e] += product[(lane / 4 + 8 * (e / 2)) * 8 + 2 * (lane % 4) + e % 2];
+  emulated::release();
+}
+
 }  // namespace detail
 
 // c += a·b for one m16n8k16 tile (bf16 operands; the f16 form is not emulated). The warp's first lane past the
@@ -51,12 +68,7 @@ template <bool F16 = false>
 inline void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
   static_assert(!F16, "the emulation has no f16 mma");
   const uint32_t mine[6] = {a0, a1, a2, a3, b0, b1};
-  const uint32_t* all = emulated::post(mine, 6);
-  emulated::Block& block = emulated::block();
-  const size_t w = size_t(emulated::warp());
-  float* product = block.tiles.data() + w * 128;
-  if (block.tile_generation[w] != block.warp_generation[w]) {
-    block.tile_generation[w] = block.warp_generation[w];
+  detail::mma_step(c, mine, [](const uint32_t* all, float* product) {
     // A[m][k] is in lane (m % 8)·4 + (k % 8) / 2, register m / 8 + 2·(k / 8); B[k][n] in lane n·4 + (k % 8) / 2,
     // register 4 + k / 8; each word's low half holds the even k.
     float a[16][16], b[16][8];
@@ -72,10 +84,7 @@ inline void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a
         for (int k = 0; k < 16; ++k) sum += a[m][k] * b[k][n];
         product[m * 8 + n] = sum;
       }
-  }
-  const int lane = emulated::lane();
-  for (int e = 0; e < 4; ++e) c[e] += product[(lane / 4 + 8 * (e / 2)) * 8 + 2 * (lane % 4) + e % 2];
-  emulated::release();
+  });
 }
 inline void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   mma(c, a[0], a[1], a[2], a[3], b0, b1);
@@ -85,12 +94,7 @@ inline void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
 // 2·(k / 4); B[k][n] in lane n·4 + k % 4, register 4 + k / 4.
 inline void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   const uint32_t mine[6] = {a[0], a[1], a[2], a[3], b0, b1};
-  const uint32_t* all = emulated::post(mine, 6);
-  emulated::Block& block = emulated::block();
-  const size_t w = size_t(emulated::warp());
-  float* product = block.tiles.data() + w * 128;
-  if (block.tile_generation[w] != block.warp_generation[w]) {
-    block.tile_generation[w] = block.warp_generation[w];
+  detail::mma_step(c, mine, [](const uint32_t* all, float* product) {
     auto value = [&](int lane, int reg) {
       float f;
       const uint32_t bits = all[size_t(lane) * 8 + size_t(reg)];
@@ -100,13 +104,11 @@ inline void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_
     for (int m = 0; m < 16; ++m)
       for (int n = 0; n < 8; ++n) {
         float sum = 0.0f;
-        for (int k = 0; k < 8; ++k) sum += value((m % 8) * 4 + k % 4, m / 8 + 2 * (k / 4)) * value(n * 4 + k % 4, 4 + k / 4);
+        for (int k = 0; k < 8; ++k)
+          sum += value((m % 8) * 4 + k % 4, m / 8 + 2 * (k / 4)) * value(n * 4 + k % 4, 4 + k / 4);
         product[m * 8 + n] = sum;
       }
-  }
-  const int lane = emulated::lane();
-  for (int e = 0; e < 4; ++e) c[e] += product[(lane / 4 + 8 * (e / 2)) * 8 + 2 * (lane % 4) + e % 2];
-  emulated::release();
+  });
 }
 
 // x rounded to tf32 (nearest, ties away from zero: 10 fraction bits kept), as the bits of a float.
