@@ -164,17 +164,25 @@ struct ChunkSmem {
 
 static_assert(sizeof(ChunkRows<16>) % 16 == 0 && sizeof(ChunkRows<128>) % 16 == 0, "stages stay 16-byte aligned");
 
-// x as a TF32 high half and the TF32 rounding of what is left.
+// x as a TF32 high half (its top 19 bits) and the rest, whose low 13 bits the tensor cores ignore; a single pass
+// takes x rounded to the nearest TF32 value instead.
+template <bool ONE_PASS>
 __device__ __forceinline__ void split(float x, uint32_t& hi, uint32_t& lo) {
-  hi = ptx::tf32_bits(x);
-  lo = ptx::tf32_bits(x - __uint_as_float(hi));
+  if constexpr (ONE_PASS) {
+    hi = ptx::tf32_bits(x);
+    lo = 0;
+  } else {
+    hi = __float_as_uint(x) & 0xffffe000u;
+    lo = __float_as_uint(x - __uint_as_float(hi));
+  }
 }
 
 // Two adjacent floats split, as (x, y) high halves and low halves.
+template <bool ONE_PASS>
 __device__ __forceinline__ void split2(const float* p, uint32_t& hx, uint32_t& hy, uint32_t& lx, uint32_t& ly) {
   const float2 v = *reinterpret_cast<const float2*>(p);
-  split(v.x, hx, lx);
-  split(v.y, hy, ly);
+  split<ONE_PASS>(v.x, hx, lx);
+  split<ONE_PASS>(v.y, hy, ly);
 }
 
 // c += a·b from split operands: the small cross terms first, then the high halves.
@@ -258,14 +266,14 @@ __global__ void __launch_bounds__(32 * Keys<DK>::kWarps) chunked_kernel(const fl
     for (int jj = 0; jj < kWarpTiles; ++jj) {
       const int key = 8 * (w * kWarpTiles + jj) + 2 * tq;
       uint32_t a_hi[4], a_lo[4];
-      split(S[jj][0], a_hi[0], a_lo[0]);
-      split(S[jj][2], a_hi[1], a_lo[1]);
-      split(S[jj][1], a_hi[2], a_lo[2]);
-      split(S[jj][3], a_hi[3], a_lo[3]);
+      split<ONE_PASS>(S[jj][0], a_hi[0], a_lo[0]);
+      split<ONE_PASS>(S[jj][2], a_hi[1], a_lo[1]);
+      split<ONE_PASS>(S[jj][1], a_hi[2], a_lo[2]);
+      split<ONE_PASS>(S[jj][3], a_hi[3], a_lo[3]);
 #pragma unroll
       for (int n = 0; n < 4; ++n) {
         uint32_t b0h, b1h, b0l, b1l;
-        split2(&(n >= 2 ? rows.q : rows.k)[8 * (n % 2) + gq][key], b0h, b1h, b0l, b1l);
+        split2<ONE_PASS>(&(n >= 2 ? rows.q : rows.k)[8 * (n % 2) + gq][key], b0h, b1h, b0l, b1l);
         mma3<ONE_PASS>(p[jj % 2][n], a_hi, a_lo, b0h, b1h, b0l, b1l);
       }
     }
@@ -307,16 +315,16 @@ __global__ void __launch_bounds__(32 * Keys<DK>::kWarps) chunked_kernel(const fl
 #pragma unroll
     for (int ks = 0; ks < kChunk / 8; ++ks) {
       uint32_t a_hi[4], a_lo[4];
-      split(sm.d[8 * ks + tq][gq], a_hi[0], a_lo[0]);
-      split(sm.d[8 * ks + tq][gq + 8], a_hi[1], a_lo[1]);
-      split(sm.d[8 * ks + tq + 4][gq], a_hi[2], a_lo[2]);
-      split(sm.d[8 * ks + tq + 4][gq + 8], a_hi[3], a_lo[3]);
+      split<ONE_PASS>(sm.d[8 * ks + tq][gq], a_hi[0], a_lo[0]);
+      split<ONE_PASS>(sm.d[8 * ks + tq][gq + 8], a_hi[1], a_lo[1]);
+      split<ONE_PASS>(sm.d[8 * ks + tq + 4][gq], a_hi[2], a_lo[2]);
+      split<ONE_PASS>(sm.d[8 * ks + tq + 4][gq + 8], a_hi[3], a_lo[3]);
 #pragma unroll
       for (int jj = 0; jj < kWarpTiles; ++jj) {
         const int key = 8 * (w * kWarpTiles + jj) + gq;
         uint32_t b0h, b0l, b1h, b1l;
-        split(rows.k[8 * ks + tq][key], b0h, b0l);
-        split(rows.k[8 * ks + tq + 4][key], b1h, b1l);
+        split<ONE_PASS>(rows.k[8 * ks + tq][key], b0h, b0l);
+        split<ONE_PASS>(rows.k[8 * ks + tq + 4][key], b1h, b1l);
         mma3<ONE_PASS>(S[jj], a_hi, a_lo, b0h, b1h, b0l, b1l);
       }
     }

@@ -26,7 +26,8 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint3
   mma(c, a[0], a[1], a[2], a[3], b0, b1);
 }
 
-// c += a·b for one m16n8k8 tile of tf32 operands (a: A's four registers, b0 and b1: B's two).
+// c += a·b for one m16n8k8 tile of tf32 operands (a: A's four registers, b0 and b1: B's two); the tensor cores
+// read only the top 19 bits of each operand.
 __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"

@@ -91,13 +91,14 @@ inline void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
 }
 
 // c += a·b for one m16n8k8 tile of tf32 operands, as mma above: A[m][k] in lane (m % 8)·4 + k % 4, register m / 8 +
-// 2·(k / 4); B[k][n] in lane n·4 + k % 4, register 4 + k / 4.
+// 2·(k / 4); B[k][n] in lane n·4 + k % 4, register 4 + k / 4. Each operand's low 13 bits are ignored, as the tensor
+// cores ignore them.
 inline void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   const uint32_t mine[6] = {a[0], a[1], a[2], a[3], b0, b1};
   detail::mma_step(c, mine, [](const uint32_t* all, float* product) {
     auto value = [&](int lane, int reg) {
       float f;
-      const uint32_t bits = all[size_t(lane) * 8 + size_t(reg)];
+      const uint32_t bits = all[size_t(lane) * 8 + size_t(reg)] & 0xffffe000u;
       std::memcpy(&f, &bits, 4);
       return f;
     };
