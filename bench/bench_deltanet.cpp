@@ -160,7 +160,7 @@ void run_shape(const Shape& shape, int reps) {
         auto chunked = [&](int parts) {
           return b.time(reps, [&] {
             k::deltanet_recurrence_chunked(b.conv, T, ba, ba + sh.value_heads, b.W, b.a_log, b.dt_bias, sh,
-                                           chunked_batch, b.prep, b.core2, one_pass, parts, st);
+                                           chunked_batch, c.seqs, b.prep, b.core2, one_pass, parts, st);
           });
         };
         const double prep_s = chunked(1), state_s = chunked(2), chunk_s = chunked(3);

@@ -144,10 +144,12 @@ class GpuLayer {
     k::deltanet_normalize(recurrence_in, T, s, gpu_.stream());
     k::deltanet_recurrence(recurrence_in, T, in + l_.b_at(), in + l_.a_at(), W, a_log_, dt_bias_, s, batch, core,
                            gpu_.stream());
-    if (chunked)
+    if (chunked) {
+      const int marked = int(std::count_if(seqs.begin(), seqs.end(), [](const SeqSpec& q) { return !q.token_loop; }));
       k::deltanet_recurrence_chunked(recurrence_in, T, in + l_.b_at(), in + l_.a_at(), W, a_log_, dt_bias_, s, batch,
-                                     gpu_.poisoned<float>(k::deltanet_chunked_prep_floats(T, int(seqs.size()), s)),
+                                     marked, gpu_.poisoned<float>(k::deltanet_chunked_prep_floats(T, marked, s)),
                                      core, false, 3, gpu_.stream());
+    }
     k::deltanet_gated_norm(core_in ? gpu_.upload(*core_in) : core, in + l_.z_at(), W, norm_, T, s, normed,
                            gpu_.stream());
     o.core = gpu_.download(core, size_t(T) * V);

@@ -579,7 +579,7 @@ class CudaModel final : public Model {
     int sequences;           // DeltaNet sequences in the descriptor block
     float* snapshots;        // device snapshot buffer of the pass's taps, or null
     int lone_rows;           // leading rows that attention runs one per CTA (Plan::lone_rows)
-    bool chunked;            // some DeltaNet sequences take the chunked form (StateRows::chunked)
+    int chunked;             // DeltaNet sequences that take the chunked form (StateRows::chunked)
   };
 
   // x += o(attention(q/k/v of xn)), gated by sigmoid(gate) when the step has an output gate.
@@ -620,10 +620,10 @@ class CudaModel final : public Model {
     k::deltanet_conv_normalized(fused, W, T, at<float>(D.conv), sh, batch, at<float>(s.q), st);
     k::deltanet_recurrence(at<float>(s.q), T, fused + C + V, fused + C + V + nv, W, at<float>(D.a_log),
                            at<float>(D.dt_bias), sh, batch, at<float>(s.gu), st);
-    if (in.chunked)
+    if (in.chunked > 0)
       k::deltanet_recurrence_chunked(at<float>(s.q), T, fused + C + V, fused + C + V + nv, W, at<float>(D.a_log),
-                                     at<float>(D.dt_bias), sh, batch, at<float>(s.prep), at<float>(s.gu), false, 3,
-                                     st);
+                                     at<float>(D.dt_bias), sh, batch, in.chunked, at<float>(s.prep),
+                                     at<float>(s.gu), false, 3, st);
     k::deltanet_gated_norm(at<float>(s.gu), fused + C, W, at<float>(D.norm), T, sh, at<uint16_t>(s.act), st);
     residual_gemm(s, D.w_out, T, V, st);
   }
@@ -690,7 +690,7 @@ class CudaModel final : public Model {
                         sequences,
                         snapshots,
                         plan ? plan->lone_rows : 0,
-                        plan && plan->state.chunked > 0};
+                        plan ? plan->state.chunked : 0};
     const auto* params = reinterpret_cast<const k::SampleRow*>(meta + L.sample);
     const int layers = int(program_.layers.size());
     round_.reset();

@@ -44,6 +44,13 @@ __device__ __forceinline__ int chunks_of(const DeltaNetSeq& s) {
   return s.chunked ? (s.rows + kChunk - 1) / kChunk : 0;
 }
 
+// The index of the batch's `i`-th sequence marked chunked.
+__device__ int chunked_sequence(const DeltaNetBatch& batch, int i) {
+  int z = 0;
+  while (z < batch.count - 1 && (!batch.seqs[z].chunked || i-- > 0)) ++z;
+  return z;
+}
+
 // The call's chunk index of sequence z's first chunk (chunks numbered sequence by sequence).
 __device__ int first_chunk(const DeltaNetBatch& batch, int z) {
   int c = 0;
@@ -224,7 +231,8 @@ __global__ void __launch_bounds__(32 * Keys<DK>::kWarps) chunked_kernel(const fl
   wait_for_previous_grid();
   FS_DYNAMIC_SHARED(unsigned char, smem_bytes);
   ChunkSmem<DK>& sm = *reinterpret_cast<ChunkSmem<DK>*>(smem_bytes);
-  const DeltaNetSeq s = batch.seqs[blockIdx.z];
+  const int z = chunked_sequence(batch, int(blockIdx.z));
+  const DeltaNetSeq s = batch.seqs[z];
   if (!s.chunked) return;
   const int h = blockIdx.y, c0 = blockIdx.x * kWarpColumns, lane = threadIdx.x % 32, w = threadIdx.x / 32;
   const int gq = lane / 4, tq = lane % 4, kh = h / d.group;
@@ -245,7 +253,7 @@ __global__ void __launch_bounds__(32 * Keys<DK>::kWarps) chunked_kernel(const fl
   for (int jj = 0; jj < kWarpTiles; ++jj)
 #pragma unroll
     for (int e = 0; e < 4; ++e) S[jj][e] = s.fresh ? 0.0f : state[size_t(key_of(jj, e)) * d.dv + col_of(e)];
-  const int chunk0 = first_chunk(batch, int(blockIdx.z));
+  const int chunk0 = first_chunk(batch, z);
   int tap = s.first_tap;
   const int tap_end = s.first_tap + s.tap_count;
   stage_rows(sm.rows[0], conv, prep, d, s.first_row, min(kChunk, s.rows), chunk0, kh, h, c0);
@@ -349,22 +357,23 @@ bool deltanet_chunked_takes(const DeltaNetShape& shape) {
 
 void deltanet_recurrence_chunked(const float* conv, int T, const float* b, const float* a, int ab_stride,
                                  const float* a_log, const float* dt_bias, const DeltaNetShape& shape,
-                                 const DeltaNetBatch& batch, float* prep, float* out, bool one_pass, int parts,
-                                 void* stream) {
+                                 const DeltaNetBatch& batch, int chunked, float* prep, float* out, bool one_pass,
+                                 int parts, void* stream) {
   const Dims d = dims_of(shape);
   check_batch(T, batch);
+  if (chunked < 0 || chunked > batch.count) throw Error("more sequences marked chunked than the batch holds");
   if (!deltanet_chunked_takes(shape))
     throw Error("the chunked DeltaNet form takes key_dim 16, 32, 64 or 128, value_dim a multiple of 16 and up to " +
                 std::to_string(kMaxGroup) + " value heads a key head");
-  if (T == 0 || batch.count == 0) return;
+  if (T == 0 || chunked == 0) return;
   auto with_keys = [&](auto keys) {
     constexpr int kDK = decltype(keys)::value;
     if (parts & 1)
       launch_overlapping_kernel("deltanet_chunk_prep", prep_kernel<kDK>,
-                                dim3(unsigned(max_chunks(T, batch.count)), unsigned(d.nv / d.group)), dim3(kMat), 0,
+                                dim3(unsigned(max_chunks(T, chunked)), unsigned(d.nv / d.group)), dim3(kMat), 0,
                                 stream, conv, b, a, ab_stride, a_log, dt_bias, d, batch, prep);
     if (!(parts & 2)) return;
-    const dim3 grid(unsigned(d.dv / kWarpColumns), unsigned(d.nv), unsigned(batch.count));
+    const dim3 grid(unsigned(d.dv / kWarpColumns), unsigned(d.nv), unsigned(chunked));
     const unsigned bytes = sizeof(ChunkSmem<kDK>);
     auto launch = [&](auto kernel) {
       allow_shared_memory_once(kernel, bytes, "deltanet_recurrence_chunked");

@@ -61,12 +61,12 @@ void deltanet_recurrence(const float* conv, int T, const float* b, const float* 
 // deltanet_recurrence in chunks of 16 rows from each sequence's first row on tensor cores (three TF32
 // products a pair unless one_pass), for the batch's sequences marked chunked (deltanet_recurrence takes the others);
 // shapes deltanet_chunked_takes; taps only at chunk ends (multiples of 16 rows or a sequence's last row).
-// `prep` holds deltanet_chunked_prep_floats(T, batch.count, shape) floats of scratch; parts: 1 its kernel, 2 the
-// state's, 3 both.
+// `chunked`: how many of the batch's sequences are marked (the kernels' blocks cover only those). `prep` holds
+// deltanet_chunked_prep_floats(T, chunked, shape) floats of scratch; parts: 1 its kernel, 2 the state's, 3 both.
 void deltanet_recurrence_chunked(const float* conv, int T, const float* b, const float* a, int ab_stride,
                                  const float* a_log, const float* dt_bias, const DeltaNetShape& shape,
-                                 const DeltaNetBatch& batch, float* prep, float* out, bool one_pass, int parts,
-                                 void* stream);
+                                 const DeltaNetBatch& batch, int chunked, float* prep, float* out, bool one_pass,
+                                 int parts, void* stream);
 size_t deltanet_chunked_prep_floats(int T, int sequences, const DeltaNetShape& shape);
 // Whether deltanet_recurrence_chunked takes the shape: key_dim 16, 32, 64 or 128, value_dim a multiple of 16, up to
 // 8 value heads a key head.
