@@ -38,9 +38,10 @@ class PromptCacheResume : public Conformance {
     return o;
   }
 
-  // The positions a cached prefix of `n` resumes from (recurrent models resume at their last state snapshot).
+  // The positions a cached prefix of `n` resumes from (recurrent models resume at their last state snapshot, taken
+  // at multiples of the stride and, for a model with aligned prompt chunks, of its alignment).
   int resumable(int n) const {
-    const int stride = state_snapshot_stride(options(64), model->memory_spec());
+    const int stride = std::lcm(state_snapshot_stride(options(64), model->memory_spec()), model->prompt_alignment());
     return stride ? n / stride * stride : n;
   }
 
@@ -158,9 +159,7 @@ TEST_P(PromptCacheResume, SecondTurnResumesAfterTheFirstReply) {
   run.wait_all();
   // Every position with K/V from turn 1: the prompt and all but the last reply token. A model with aligned prompt
   // chunks resumes at its last snapshot inside turn 1's prompt (reply rows ran arithmetic a prompt does not).
-  const int align = model->prompt_alignment();
-  const int snapshot = align > 1 ? std::lcm(state_snapshot_stride(options(64), model->memory_spec()), align) : 0;
-  const int kept = snapshot ? int(turn1.size()) / snapshot * snapshot : int(turn1.size() + reply.size()) - 1;
+  const int kept = model->prompt_alignment() > 1 ? resumable(int(turn1.size())) : int(turn1.size() + reply.size()) - 1;
   EXPECT_EQ(second->result.cached_tokens, kept);
   EXPECT_TRUE(same_bits(second->tokens, fresh(turn2)));
 }
