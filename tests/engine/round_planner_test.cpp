@@ -129,7 +129,6 @@ TEST(RoundPlanner, NextChunkLength) {
   EXPECT_FALSE(decoding(stream(40, 0, 39)));  // the prompt's last token is prefill, not decode
 }
 
-}  // namespace
 TEST(RoundPlanner, AlignedPromptChunksEndAtMultiplesOfTheAlignmentOrThePromptEnd) {
   // A 50-position prompt with 16-position alignment: the chunk, the budget and a small prefill chunk are cut back to
   // 16-position ends (or taken up to one); the last chunk ends at the prompt; generated positions are not aligned.
@@ -153,5 +152,7 @@ TEST(RoundPlanner, AlignedPromptChunksEndAtMultiplesOfTheAlignmentOrThePromptEnd
   a.computed = 50;
   expect_plan(plan_round(streams, 2, 64, false, 16), {{&a, 50, 2, false, 0}});
 }
+
+}  // namespace
 
 }  // namespace fs
