@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/chunk_rule.h"
 #include "engine/prompt_cache.h"
 #include "engine/sampling_params.h"
 
@@ -235,7 +236,7 @@ class Engine {
   std::unique_ptr<PromptCache> cache_;
   bool state_slots_ = false;  // the model carries recurrent state: one slot per admitted stream
   int state_stride_ = 0;      // positions between the state snapshots streams take for the prompt cache (0 → none)
-  int align_ = 1;             // prompt chunks end at multiples of this (Model::prompt_alignment)
+  ChunkRule chunks_{1};       // --prefill-chunk, aligned to Model::prompt_alignment
   int stream_positions_ = 0;
   mutable std::mutex mu_;
   std::condition_variable wake_;

@@ -40,7 +40,7 @@ void Engine::fit_tree(DraftTree& t, int32_t vocab, int depth, int nodes) {
 
 int Engine::undrafted_round_rows(const std::vector<Stream*>& order) const {
   long long rows = 0;
-  for (const Stream* s : order) rows += next_chunk_length(*s, options_.prefill_chunk, align_);
+  for (const Stream* s : order) rows += next_chunk_length(*s, chunks_);
   return int(std::min<long long>(rows, options_.round_tokens));
 }
 

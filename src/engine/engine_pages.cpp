@@ -42,15 +42,15 @@ void Engine::adopt_cached_prefix(Stream& s) {
 
 void Engine::admit(Streams& active) {
   finish_cancelled_in_queue();
-  const int P = pool_->page_tokens(), chunk = options_.prefill_chunk;
+  const int P = pool_->page_tokens();
   int reserved = 0;
-  for (auto& s : active) reserved += pages_to_reserve(*s, chunk, P, stream_positions_, align_);
+  for (auto& s : active) reserved += pages_to_reserve(*s, chunks_, P, stream_positions_);
   for (;;) {
     {
       std::lock_guard lock(mu_);
       if (queue_.empty()) break;
       // Nothing adopted yet: pages from position 0, a lower bound of what it will take.
-      const int guess = pages_to_admit(*queue_.front(), chunk, P, align_);
+      const int guess = pages_to_admit(*queue_.front(), chunks_, P);
       if (!may_admit(int(active.size()), options_.parallel, room(), reserved, guess)) break;
       active.push_back(std::move(queue_.front()));
       queue_.pop_front();
@@ -58,7 +58,7 @@ void Engine::admit(Streams& active) {
     Stream& s = *active.back();
     adopt_cached_prefix(s);
     // The adopted pages have left the room; what is left must still hold the next chunk.
-    if (!may_admit(int(active.size()) - 1, options_.parallel, room(), reserved, pages_to_admit(s, chunk, P, align_))) {
+    if (!may_admit(int(active.size()) - 1, options_.parallel, room(), reserved, pages_to_admit(s, chunks_, P))) {
       reset_to_queued(s, false);
       std::lock_guard lock(mu_);
       queue_.push_front(std::move(active.back()));
@@ -72,7 +72,7 @@ void Engine::admit(Streams& active) {
       s.cached = s.computed;
       if (cache_) cache_->count_lookup(s.cached);
     }
-    reserved += pages_to_reserve(s, chunk, P, stream_positions_, align_);
+    reserved += pages_to_reserve(s, chunks_, P, stream_positions_);
   }
   {
     std::lock_guard lock(mu_);
@@ -128,7 +128,7 @@ void Engine::release_state_slot(Stream& s) {
 
 std::vector<RoundItem> Engine::plan_within_pool(std::vector<Stream*>& order) {
   for (;;) {
-    auto items = plan_round(order, options_.prefill_chunk, options_.round_tokens, options_.prefill_first, align_);
+    auto items = plan_round(order, chunks_, options_.round_tokens, options_.prefill_first);
     bool fits = true;
     for (const auto& it : items) fits = fits && grow_pages(*it.stream, it.begin + it.count);
     if (fits) {

@@ -14,7 +14,7 @@
 namespace fs {
 
 bool Engine::cacheable_state(const Stream& s, int position) const {
-  return align_ == 1 || (position <= s.prompt_len && position % align_ == 0);
+  return chunks_.align == 1 || (position <= s.prompt_len && position % chunks_.align == 0);
 }
 
 void Engine::plan_state_snapshots(const std::vector<RoundItem>& items) {
