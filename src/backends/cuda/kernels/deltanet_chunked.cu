@@ -44,18 +44,24 @@ __device__ __forceinline__ int chunks_of(const DeltaNetSeq& s) {
   return s.chunked ? (s.rows + kChunk - 1) / kChunk : 0;
 }
 
-// The index of the batch's `i`-th sequence marked chunked.
-__device__ int chunked_sequence(const DeltaNetBatch& batch, int i) {
-  int z = 0;
-  while (z < batch.count - 1 && (!batch.seqs[z].chunked || i-- > 0)) ++z;
-  return z;
+// The batch's `i`-th sequence marked chunked (z) and the call's index of its first chunk (chunks numbered sequence
+// by sequence), in one pass over the batch.
+struct ChunkedSequence {
+  int z, first_chunk;
+};
+__device__ ChunkedSequence chunked_sequence(const DeltaNetBatch& batch, int i) {
+  int z = 0, first = 0;
+  while (z < batch.count - 1 && (!batch.seqs[z].chunked || i-- > 0)) first += chunks_of(batch.seqs[z++]);
+  return {z, first};
 }
 
-// The call's chunk index of sequence z's first chunk (chunks numbered sequence by sequence).
-__device__ int first_chunk(const DeltaNetBatch& batch, int z) {
-  int c = 0;
-  for (int i = 0; i < z; ++i) c += chunks_of(batch.seqs[i]);
-  return c;
+// Piece e of a chunk's q and k rows, four floats a piece: which (0 q, 1 k, 2 or more past both), row and column.
+struct QkPiece {
+  int which, row, col;
+};
+template <int DK>
+__device__ __forceinline__ QkPiece qk_piece(int e) {
+  return {e / (kChunk * (DK / 4)), e / (DK / 4) % kChunk, e % (DK / 4) * 4};
 }
 
 // A block per (chunk, key head): 256 threads, one (t, j) pair each; the k·k and q·k products once, then each value
@@ -81,8 +87,7 @@ __global__ void __launch_bounds__(kMat) prep_kernel(const float* conv, const flo
   float4 x[kLoads];
 #pragma unroll
   for (int u = 0; u < kLoads; ++u) {
-    const int e = tid + u * kMat, which = e / (kChunk * kKeyDim / 4), r = e / (kKeyDim / 4) % kChunk;
-    const int i = e % (kKeyDim / 4) * 4;
+    const auto [which, r, i] = qk_piece<kKeyDim>(tid + u * kMat);
     x[u] = r < n && which < 2 ? *reinterpret_cast<const float4*>(conv + size_t(row0 + r) * d.C + (which ? d.KC : 0) +
                                                      size_t(kh) * kKeyDim + i)
                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -106,8 +111,7 @@ __global__ void __launch_bounds__(kMat) prep_kernel(const float* conv, const flo
   }
 #pragma unroll
   for (int u = 0; u < kLoads; ++u) {
-    const int e = tid + u * kMat, which = e / (kChunk * kKeyDim / 4), r = e / (kKeyDim / 4) % kChunk;
-    const int i = e % (kKeyDim / 4) * 4;
+    const auto [which, r, i] = qk_piece<kKeyDim>(tid + u * kMat);
     if (which >= 2) break;
     float* dst = which ? &k[r][i] : &q[r][i];
     dst[0] = x[u].x, dst[1] = x[u].y, dst[2] = x[u].z, dst[3] = x[u].w;
@@ -211,7 +215,7 @@ __device__ __forceinline__ void stage_rows(ChunkRows<DK>& dst, const float* conv
   constexpr int kKeyDim = DK, kThreads = 32 * Keys<DK>::kWarps;
   const int lane = threadIdx.x;
   for (int e = lane; e < 2 * kChunk * (kKeyDim / 4); e += kThreads) {
-    const int which = e / (kChunk * (kKeyDim / 4)), r = e / (kKeyDim / 4) % kChunk, i = e % (kKeyDim / 4) * 4;
+    const auto [which, r, i] = qk_piece<kKeyDim>(e);
     const float* src = conv + size_t(row0 + r) * d.C + (which ? d.KC : 0) + size_t(kh) * kKeyDim + i;
     ptx::copy16(which ? &dst.k[r][i] : &dst.q[r][i], r < n ? src : conv, r < n);
   }
@@ -231,7 +235,7 @@ __global__ void __launch_bounds__(32 * Keys<DK>::kWarps) chunked_kernel(const fl
   wait_for_previous_grid();
   FS_DYNAMIC_SHARED(unsigned char, smem_bytes);
   ChunkSmem<DK>& sm = *reinterpret_cast<ChunkSmem<DK>*>(smem_bytes);
-  const int z = chunked_sequence(batch, int(blockIdx.z));
+  const auto [z, chunk0] = chunked_sequence(batch, int(blockIdx.z));
   const DeltaNetSeq s = batch.seqs[z];
   if (!s.chunked) return;
   const int h = blockIdx.y, c0 = blockIdx.x * kWarpColumns, lane = threadIdx.x % 32, w = threadIdx.x / 32;
@@ -253,7 +257,6 @@ __global__ void __launch_bounds__(32 * Keys<DK>::kWarps) chunked_kernel(const fl
   for (int jj = 0; jj < kWarpTiles; ++jj)
 #pragma unroll
     for (int e = 0; e < 4; ++e) S[jj][e] = s.fresh ? 0.0f : state[size_t(key_of(jj, e)) * d.dv + col_of(e)];
-  const int chunk0 = first_chunk(batch, z);
   int tap = s.first_tap;
   const int tap_end = s.first_tap + s.tap_count;
   stage_rows(sm.rows[0], conv, prep, d, s.first_row, min(kChunk, s.rows), chunk0, kh, h, c0);
