@@ -1,5 +1,5 @@
 // bf16 (or f16) GEMM on the tensor cores, fp32 accumulation: y[m, n] = Σ_k x[m, k]·w[n, k]. k is cut into fixed
-// slices of 1024 (a function of k alone); every output element is ((p0 + p1) + p2) + … where p_s accumulates slice s
+// slices of 2048 (a function of k alone); every output element is ((p0 + p1) + p2) + … where p_s accumulates slice s
 // from 0 in tensor-core steps of 16 consecutive k, in increasing order. `gemm` runs the Hopper wgmma kernels: up to 64
 // rows with the weights as wgmma's A operand (gemm_wgmma_rows.cuh), more rows with x as A (gemm_wgmma.cuh); the
 // configuration (picked from the shape for speed) changes which elements share a warp and how operands reach the

@@ -7,9 +7,9 @@
 
 namespace fs::cuda::kernels::gemm_detail {
 
-// k blocks of 32 per slice (1024 k). Each output element is ((p0 + p1) + p2) + … where p_s sums slice s's k blocks
+// k blocks of 32 per slice (2048 k). Each output element is ((p0 + p1) + p2) + … where p_s sums slice s's k blocks
 // in increasing order from 0; slices depend on k alone.
-constexpr int kSliceBlocks = 32;
+constexpr int kSliceBlocks = 64;
 
 using ptx::copy16;
 using ptx::copy_commit;

@@ -3,7 +3,7 @@
 // one producer thread streams the tiles' 64-wide k steps of x and w into a ring of shared-memory stages with the
 // bulk tensor copy engine (128-byte swizzle; rows and k past the end zero-filled), each stage completed by an
 // mbarrier, and two consumer warpgroups multiply 64 rows each on wgmma (bf16 in, or f16 with F16; f32 accumulate)
-// and free the stage. Each k slice of 1024 is summed from zero in `acc` and added onto `total` at the slice's end, in
+// and free the stage. Each k slice of 2048 is summed from zero in `acc` and added onto `total` at the slice's end, in
 // slice order; 256-column tiles keep half of `total` in shared memory (the registers hold the slice's sum and the
 // other half).
 #include "backends/cuda/host/check.h"

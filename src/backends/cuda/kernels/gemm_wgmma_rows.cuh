@@ -3,7 +3,7 @@
 // columns × 64 k) is wgmma's A and the rows (TOK of them, padded with zeros) its B, so no tensor-core work is spent
 // on absent rows. A producer thread streams each tile's 64-wide k steps of w and x through a deep ring of
 // shared-memory stages (bulk tensor copies, 128-byte swizzle), and one consumer warpgroup multiplies them. Each k
-// slice of 1024 is summed from zero and added onto the running total in slice order, 16 consecutive k per
+// slice of 2048 is summed from zero and added onto the running total in slice order, 16 consecutive k per
 // tensor-core step: the arithmetic of every element is that of the many-row wgmma kernel (gemm_wgmma.cuh).
 //
 // With CONS = 2 a CTA's tile is 128 columns: two consumer warpgroups each multiply their 64-column half of every

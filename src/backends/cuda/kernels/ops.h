@@ -87,7 +87,7 @@ void plain_attention(const float* q, int rows, HeadShape shape, const PagedKv& k
 void swiglu(const float* gu, int rows, int ffn, uint16_t* out, void* stream);
 
 // y[m, n] (=|+=) Σ_k x[m, k]·w[n, k] (+ bias[n]); x, w row-major halves of one type, y f32. Every element is the
-// sum, in order, of the partial sums of fixed k slices of 1024 (each slice's tensor-core steps of 16 in increasing
+// sum, in order, of the partial sums of fixed k slices of 2048 (each slice's tensor-core steps of 16 in increasing
 // order), whatever m is.
 // k must be a multiple of 8 and x, w 16-byte aligned. The launch depends on (m, n, k) and the multiprocessor count.
 void gemm(const uint16_t* x, const uint16_t* w, const float* bias, float* y, int m, int n, int k, bool accumulate,
