@@ -10,10 +10,8 @@
 
 namespace fs::vision {
 
-Qwen25VisionTower::Qwen25VisionTower(const VisionTowerConfig& c, std::shared_ptr<Checkpoint> ck) : ck_(std::move(ck)) {
-  if (c.kind != VisionTowerKind::Qwen2_5_VL) throw Error("the vision_config does not describe a Qwen2.5-VL tower");
-  program_ = vision_program(c, *ck_);
-  patch_embed_ = load_patch_embed(*ck_, program_.patch_embed);
+Qwen25VisionTower::Qwen25VisionTower(const VisionTowerConfig& c, std::shared_ptr<Checkpoint> ck)
+    : CpuTowerBase(c, std::move(ck), VisionTowerKind::Qwen2_5_VL, "Qwen2.5-VL") {
   for (const VisionBlockProgram& b : program_.blocks) {
     VisionBlockWeights w;
     w.norm1 = load_part_floats(*ck_, b.norm1.weight);
@@ -82,13 +80,6 @@ std::vector<float> Qwen25VisionTower::merge(const VisionPass& pass, const std::v
   for (int i = 0; i < U; ++i)
     std::copy_n(&merged[size_t(i) * O], O, &out[size_t(pass.window_index[size_t(i)]) * O]);
   return out;
-}
-
-std::vector<float> Qwen25VisionTower::encode(const PixelPatches& patches, const CancelFlag* cancel) const {
-  const VisionPass pass = vision_pass(program_, patches.grid);
-  std::vector<float> hidden = patch_embed(patches, pass);
-  run_blocks(program_.config.depth, cancel, [&](int i) { block(i, pass, hidden, cancel); });
-  return merge(pass, hidden);
 }
 
 }  // namespace fs::vision

@@ -10,10 +10,8 @@
 
 namespace fs::vision {
 
-Qwen35VisionTower::Qwen35VisionTower(const VisionTowerConfig& c, std::shared_ptr<Checkpoint> ck) : ck_(std::move(ck)) {
-  if (c.kind != VisionTowerKind::Qwen3_5) throw Error("the vision_config does not describe a Qwen3.5 tower");
-  program_ = vision_program(c, *ck_);
-  patch_embed_ = load_patch_embed(*ck_, program_.patch_embed);
+Qwen35VisionTower::Qwen35VisionTower(const VisionTowerConfig& c, std::shared_ptr<Checkpoint> ck)
+    : CpuTowerBase(c, std::move(ck), VisionTowerKind::Qwen3_5, "Qwen3.5") {
   patch_bias_ = load_part_floats(*ck_, program_.patch_bias);
   pos_embed_ = load_part_floats(*ck_, program_.position_grid);
   for (const VisionBlockProgram& b : program_.blocks) {
@@ -87,13 +85,6 @@ std::vector<float> Qwen35VisionTower::merge(const VisionPass& pass, const std::v
   // Each token is normalised on its own; a merge block's tokens are consecutive, so [U, M] is the same memory.
   layer_norm(x.data(), merger_.norm_w.data(), merger_.norm_b.data(), T, H, program_.eps, xn.data());
   return merger_mlp(merger_.mlp, xn.data(), U);
-}
-
-std::vector<float> Qwen35VisionTower::encode(const PixelPatches& patches, const CancelFlag* cancel) const {
-  const VisionPass pass = vision_pass(program_, patches.grid);
-  std::vector<float> hidden = patch_embed(patches, pass);
-  run_blocks(program_.config.depth, cancel, [&](int i) { block(i, pass, hidden, cancel); });
-  return merge(pass, hidden);
 }
 
 }  // namespace fs::vision

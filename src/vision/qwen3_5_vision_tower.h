@@ -5,17 +5,9 @@
 #include <vector>
 
 #include "backends/cpu/weight.h"
-#include "models/encode_cancel.h"
-#include "models/vision_program.h"
-#include "models/vision_program_pass.h"
-#include "models/vision_tower_config.h"
-#include "vision/image_processor.h"
+#include "vision/cpu_tower_base.h"
 #include "vision/tower_attention.h"
 #include "vision/tower_ops.h"
-
-namespace fs {
-class Checkpoint;
-}
 
 namespace fs::vision {
 
@@ -30,19 +22,12 @@ struct Qwen35VisionMergerWeights {
   MergerMlpWeights mlp;
 };
 
-class Qwen35VisionTower {
+class Qwen35VisionTower : public CpuTowerBase<Qwen35VisionTower> {
  public:
   // Loads the tensors the tower's program names; throws fs::Error naming a missing or misshapen tensor.
   Qwen35VisionTower(const VisionTowerConfig& config, std::shared_ptr<Checkpoint> checkpoint);
 
-  const VisionTowerConfig& config() const { return program_.config; }
-  const VisionProgram& program() const { return program_; }
-  int units() const { return program_.config.depth + 2; }  // patch embedding, blocks, merger
   size_t weight_bytes() const;
-
-  // Merged image features [patches / merge_unit, out_hidden_size] in raster order of merged units. Once `cancel`
-  // is set, stops between units or inside a block's attention with EncodeCancelled.
-  std::vector<float> encode(const PixelPatches& patches, const CancelFlag* cancel = nullptr) const;
 
   // The units, over the image's vision_pass(program(), grid): hidden states are [tokens, hidden_size] in the
   // processor's merge-block order.
@@ -51,9 +36,6 @@ class Qwen35VisionTower {
   std::vector<float> merge(const VisionPass& pass, const std::vector<float>& hidden) const;
 
  private:
-  VisionProgram program_;
-  std::shared_ptr<Checkpoint> ck_;
-  WeightMatrix patch_embed_;
   std::vector<float> patch_bias_;
   std::vector<float> pos_embed_;  // [num_position_embeddings, hidden_size]
   std::vector<Qwen35VisionBlockWeights> blocks_;
