@@ -1,7 +1,6 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <numeric>
 #include <cstdio>
 #include <random>
 
@@ -56,9 +55,8 @@ Engine::Engine(Model& model, EngineOptions options) : model_(model), options_(op
                  "chains\n", model_.config().architecture.c_str(), model_.device_name());
     options_.draft_tree = 1;
   }
-  state_stride_ = state_snapshot_stride(options_, spec);
   chunks_ = {options_.prefill_chunk, std::max(1, model_.prompt_alignment())};
-  if (chunks_.align > 1 && state_stride_ > 0) state_stride_ = std::lcm(state_stride_, chunks_.align);
+  state_stride_ = state_snapshot_stride(options_, spec, chunks_.align);
   const bool cache_asked = options_.prompt_cache_pages > 0 || options_.prompt_cache_host_pages > 0;
   if (state_slots_ && state_stride_ == 0 && cache_asked) {
     std::fprintf(stderr, "foldserve: the prompt cache is off for %s: it has no attention layers to keep pages of\n",

@@ -1,5 +1,7 @@
 #include "engine/state_snapshots.h"
 
+#include <numeric>
+
 #include "core/error.h"
 
 namespace fs {
@@ -14,14 +16,14 @@ int pages_per_state_snapshot(const SequenceMemorySpec& spec, int page_tokens) {
   return int((spec.state_floats + page - 1) / page);
 }
 
-int state_snapshot_stride(const EngineOptions& o, const SequenceMemorySpec& spec) {
+int state_snapshot_stride(const EngineOptions& o, const SequenceMemorySpec& spec, int alignment) {
   const int pages = pages_per_state_snapshot(spec, o.kv_page_tokens);
   if (pages == 0) return 0;
-  if (o.prompt_cache_state_stride == 0) return pages * o.kv_page_tokens;
+  if (o.prompt_cache_state_stride == 0) return std::lcm(pages * o.kv_page_tokens, alignment);
   if (o.prompt_cache_state_stride < 0 || o.prompt_cache_state_stride % o.kv_page_tokens != 0)
     throw Error("the prompt cache's state stride must be a positive multiple of the KV page size (" +
                 std::to_string(o.kv_page_tokens) + " positions)");
-  return o.prompt_cache_state_stride;
+  return std::lcm(o.prompt_cache_state_stride, alignment);
 }
 
 size_t state_snapshots_in_flight(const EngineOptions& o, const SequenceMemorySpec& spec) {

@@ -17,8 +17,8 @@ int pages_per_state_snapshot(const SequenceMemorySpec& spec, int page_tokens);
 
 // Positions between two snapshots a stream takes while it computes: options.prompt_cache_state_stride when set (a
 // multiple of the page size), else as many pages as one snapshot takes, so snapshots cost about what the K/V pages
-// between them cost. 0 without state.
-int state_snapshot_stride(const EngineOptions& options, const SequenceMemorySpec& spec);
+// between them cost; then a multiple of `alignment` too (Model::prompt_alignment). 0 without state.
+int state_snapshot_stride(const EngineOptions& options, const SequenceMemorySpec& spec, int alignment = 1);
 
 // Host snapshots in flight at most: with a prompt cache, those one round's rows can take, one more per stream, and
 // the one a finishing stream hands over; with a drafter, one per drafted row of every stream's verify window.

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <numeric>
 
 #include "conformance.h"
 #include "engine/engine_runner.h"
@@ -41,7 +40,7 @@ class PromptCacheResume : public Conformance {
   // The positions a cached prefix of `n` resumes from (recurrent models resume at their last state snapshot, taken
   // at multiples of the stride and, for a model with aligned prompt chunks, of its alignment).
   int resumable(int n) const {
-    const int stride = std::lcm(state_snapshot_stride(options(64), model->memory_spec()), model->prompt_alignment());
+    const int stride = state_snapshot_stride(options(64), model->memory_spec(), model->prompt_alignment());
     return stride ? n / stride * stride : n;
   }
 

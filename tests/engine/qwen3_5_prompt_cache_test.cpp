@@ -64,6 +64,20 @@ class Qwen35PromptCache : public TinyQwen35Test {
 
 };
 
+// A model with aligned prompt chunks takes snapshots only where the stride and its alignment both fall.
+TEST_F(Qwen35PromptCache, SnapshotStrideIsAMultipleOfThePromptAlignment) {
+  const SequenceMemorySpec spec = model->memory_spec();
+  EXPECT_EQ(state_snapshot_stride(options(64), spec), 16);
+  EXPECT_EQ(state_snapshot_stride(options(64), spec, 16), 16);
+  EXPECT_EQ(state_snapshot_stride(options(64), spec, 24), 48);
+  const int every = state_snapshot_stride(options(64, 0, 1, 0), spec);
+  const int aligned = state_snapshot_stride(options(64, 0, 1, 0), spec, 24);
+  ASSERT_GT(every, 0);
+  EXPECT_EQ(aligned % every, 0);
+  EXPECT_EQ(aligned % 24, 0);
+  EXPECT_LE(aligned, every * 24);
+}
+
 TEST_F(Qwen35PromptCache, SharedPrefixResumesFromTheDeepestSnapshotAsFresh) {
   for (int stride : {16, 0}) {
     const int every = state_snapshot_stride(options(64, 0, 1, stride), model->memory_spec());
