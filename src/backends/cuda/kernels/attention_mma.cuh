@@ -116,6 +116,28 @@ using ptx::ldmatrix_x4_trans;
 using ptx::mma;
 using ptx::pack_bf16;
 
+// The tile's q as mma A fragments, one per 16 dims: held in registers, or (HELD false: kernels whose registers are
+// capped so two CTAs fit a multiprocessor) read again from the tile's q in shared memory at each use.
+template <int HD, bool HELD>
+struct QFragments {
+  const uint16_t* lane_row;  // this lane's ldmatrix address in the tile's bf16 q rows
+  uint32_t held[HELD ? HD / 16 : 1][4];
+  __device__ __forceinline__ void load(const uint16_t* row) {
+    lane_row = row;
+    if constexpr (HELD)
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; ++kk) ldmatrix_x4(held[kk], lane_row + kk * 16);
+  }
+  __device__ __forceinline__ void get(int kk, uint32_t (&f)[4]) const {
+    if constexpr (HELD) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) f[e] = held[kk][e];
+    } else {
+      ldmatrix_x4(f, lane_row + kk * 16);
+    }
+  }
+};
+
 // Finds the slots of keys [64·b0, 64·b1) (-1 past `keys`) into `slots`, all at once: one wait on the page table per
 // chunk, not one per block.
 __device__ __forceinline__ void find_key_slots(int32_t* slots, const Params& p, int row, const int32_t* table,
@@ -191,12 +213,16 @@ __device__ __forceinline__ int queue_first_blocks(const Params& p, uint16_t* kv_
   return L::kStages - 1;
 }
 
+// A CTA's q fragments: shared memory where two CTAs share a multiprocessor's registers, else registers.
+template <int HD, int TILES, bool DEEP>
+using QTile = QFragments<HD, Layout<HD, TILES, DEEP>::kCtas == 1>;
+
 // One chunk of a segment: blocks [b0, b1) through the pipeline into the warps' online softmax (state from empty),
 // then each warp's state into `merge` (shared memory over the pipeline's stages). `started`: start_chunk ran, and
 // its first `issued` blocks are on their way.
 template <int HD, int TILES, bool DEEP>
 __device__ __forceinline__ void run_chunk(const Params& p, uint16_t* kv_smem, float* merge, int32_t* key_slots,
-                                          const uint32_t (&qf)[HD / 16][4], const int (&row_keys)[2], int seg,
+                                          const QTile<HD, TILES, DEEP>& qf, const int (&row_keys)[2], int seg,
                                           const int32_t* table, int keys, int kvh, int b0, int b1, bool started,
                                           int issued) {
   using L = Layout<HD, TILES, DEEP>;
@@ -226,10 +252,11 @@ __device__ __forceinline__ void run_chunk(const Params& p, uint16_t* kv_smem, fl
     float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
     for (int kk = 0; kk < HD / 16; ++kk) {
-      uint32_t kf[4];
+      uint32_t kf[4], qa[4];
       ldmatrix_x4(kf, ks + ((lane / 16) * 8 + lane % 8) * L::kStride + kk * 16 + (lane / 8) % 2 * 8);
-      mma(s[0], qf[kk], kf[0], kf[1]);
-      mma(s[1], qf[kk], kf[2], kf[3]);
+      qf.get(kk, qa);
+      mma(s[0], qa, kf[0], kf[1]);
+      mma(s[1], qa, kf[2], kf[3]);
     }
 
     // Online softmax for this lane's two tile slots (g and g + 8), four keys each.
@@ -406,11 +433,9 @@ __global__ void __launch_bounds__(32 * kWarps * TILES, (Layout<HD, TILES, DEEP>:
       row_keys[h] = i < active ? p.kv.row_keys[seg + i / tile_heads] : 0;
     }
     __syncthreads();
-    uint32_t qf[HD / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk)
-      ldmatrix_x4(qf[kk], qs + (tile * kTile + (lane / 8) % 2 * 8 + lane % 8) * L::kStride + kk * 16 + (lane / 16) * 8);
-    __syncthreads();  // every slot's q is in registers: a running total may now overwrite it
+    QTile<HD, TILES, DEEP> qf;
+    qf.load(qs + (tile * kTile + (lane / 8) % 2 * 8 + lane % 8) * L::kStride + (lane / 16) * 8);
+    __syncthreads();  // every slot's q is in registers or stays in shared memory: a running total may overwrite it
 
     for (int c = first_chunk; c < chunks; c += split ? p.workers : 1) {
       run_chunk<HD, TILES, DEEP>(p, kv_smem, merge, key_slots, qf, row_keys, seg, table, keys, kvh,
